@@ -1,0 +1,26 @@
+# Compiler flags shared by every ferry target: warnings (as errors), sanitizers, SIMD targets.
+
+function(ferry_target_flags target)
+  set(cxx_warnings -Wall -Wextra -Wpedantic -Wno-missing-field-initializers)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    # GCC 12 reports false -Wrestrict positives inside libstdc++'s std::string (GCC bug 105651).
+    list(APPEND cxx_warnings -Wno-restrict)
+  endif()
+  if(FERRY_WERROR)
+    list(APPEND cxx_warnings -Werror)
+  endif()
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${cxx_warnings}>)
+  if(FERRY_WERROR)
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings -Xcompiler=-Wall,-Wextra>)
+  endif()
+  if(FERRY_SANITIZE)
+    set(san -fsanitize=${FERRY_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${san}>)
+    target_link_options(${target} PRIVATE ${san})
+    target_compile_definitions(${target} PRIVATE FERRY_SANITIZER_BUILD=1)
+  endif()
+  if(FERRY_SIMD_TARGETS STREQUAL "STATIC")
+    target_compile_definitions(${target} PRIVATE HWY_COMPILE_ONLY_STATIC=1)
+  endif()
+endfunction()

@@ -1,0 +1,85 @@
+// Storage, the allocator registry and the default CPU allocator.
+#include "ferry/core/storage.h"
+
+#include <sys/mman.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "ferry/core/error.h"
+
+namespace ferry {
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kHugePageThreshold = size_t{4} << 20;
+
+class CpuAllocator final : public Allocator {
+ public:
+  DataPtr allocate(size_t nbytes, Device /*device*/) override {
+    const size_t alignment = nbytes >= kHugePageThreshold ? kHugePage : kCpuAlignment;
+    // aligned_alloc needs a multiple of the alignment; a zero-byte tensor still gets a
+    // distinct, valid pointer.
+    const size_t rounded = (std::max<size_t>(nbytes, 1) + alignment - 1) / alignment * alignment;
+    void* p = std::aligned_alloc(alignment, rounded);
+    FERRY_CHECK_AS(OutOfMemoryError, p != nullptr, "cpu: failed to allocate ", nbytes,
+                   " bytes of host memory");
+#ifdef MADV_HUGEPAGE
+    if (alignment == kHugePage) ::madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    return DataPtr(p, p, &std::free, Device(DeviceType::CPU));
+  }
+};
+
+std::array<std::atomic<Allocator*>, kNumDeviceTypes>& registry() {
+  static std::array<std::atomic<Allocator*>, kNumDeviceTypes> allocators{cpu_allocator(), nullptr,
+                                                                         nullptr};
+  return allocators;
+}
+
+}  // namespace
+
+Allocator* cpu_allocator() {
+  static CpuAllocator allocator;
+  return &allocator;
+}
+
+Allocator* get_allocator(DeviceType type) {
+  Allocator* a = registry()[static_cast<size_t>(type)].load(std::memory_order_acquire);
+  FERRY_CHECK_AS(DeviceError, a != nullptr, "expected an allocator for device type ", type,
+                 ", but none is installed (is the ", type, " backend built and initialized?)");
+  return a;
+}
+
+Allocator* set_allocator(DeviceType type, Allocator* allocator) {
+  return registry()[static_cast<size_t>(type)].exchange(allocator, std::memory_order_acq_rel);
+}
+
+namespace {
+std::atomic<Allocator*>& pinned_slot() {
+  static std::atomic<Allocator*> slot{nullptr};
+  return slot;
+}
+}  // namespace
+
+Allocator* get_pinned_host_allocator() {
+  Allocator* a = pinned_slot().load(std::memory_order_acquire);
+  FERRY_CHECK_AS(DeviceError, a != nullptr,
+                 "expected a pinned host allocator, but none is installed (pinned memory needs a "
+                 "device backend)");
+  return a;
+}
+
+Allocator* set_pinned_host_allocator(Allocator* allocator) {
+  return pinned_slot().exchange(allocator, std::memory_order_acq_rel);
+}
+
+Storage::Storage(size_t nbytes, Allocator* allocator, Device device)
+    : Storage(allocator->allocate(nbytes, device), nbytes, allocator) {}
+
+Storage::Storage(DataPtr data, size_t nbytes, Allocator* allocator)
+    : impl_(make_intrusive<StorageImpl>(std::move(data), nbytes, allocator)) {}
+
+}  // namespace ferry
