@@ -1,0 +1,80 @@
+// The CPU copy engine's contract: a coalesced copy problem (what the TensorIterator leaves of
+// dst.copy_(src)), the plan chosen for it, and the function that runs it. The same entry
+// points serve the CPU copy_stub kernel and, later, device backends that run CPU kernels on
+// host-visible mappings (the sim device's stream workers).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ferry/core/scalar_type.h"
+#include "ferry/core/small_vector.h"
+
+namespace ferry::cpu {
+
+// One copy after broadcasting, dimension reordering and coalescing.
+// Invariants (the TensorIterator's postconditions):
+//  - sizes, dst_strides and src_strides have the same length (possibly 0: one element);
+//  - every size is >= 2 except in a 1-d problem, and no two adjacent dims could be merged;
+//  - dims are ordered fastest-first for dst: dst_strides is non-decreasing where dst is dense;
+//  - strides are in bytes; src strides may be 0 (broadcast), dst strides never alias.
+// The values stored are src's converted to dst_dtype, conjugated if `conj`, negated if `neg`.
+struct CopyProblem {
+  DimVector sizes;
+  DimVector dst_strides;
+  DimVector src_strides;
+  char* dst = nullptr;
+  const char* src = nullptr;
+  ScalarType dst_dtype = ScalarType::Float32;
+  ScalarType src_dtype = ScalarType::Float32;
+  bool conj = false;
+  bool neg = false;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t s : sizes) n *= s;
+    return n;
+  }
+  int ndim() const { return static_cast<int>(sizes.size()); }
+};
+
+enum class CopyKernelKind : int8_t {
+  Memcpy,     // dense, same dtype, no conj/neg: memcpy, split across threads when large
+  Convert,    // dense, converting and/or conj/neg: vectorized conversion
+  Broadcast,  // src stride 0 along dst's fastest dim: convert once, fill the run
+  Transpose,  // dst's and src's fastest dims differ: blocked, in-register tile transposes
+  Gather,     // dst dense along dim 0, src strided along it: vectorized gather/compaction
+  Strided,    // anything else: strided loops
+};
+
+const char* copy_kernel_name(CopyKernelKind kind);
+
+struct CopyPlan {
+  CopyKernelKind kind = CopyKernelKind::Strided;
+  // Transpose: the dim along which src is unit-stride (dst is unit-stride along dim 0).
+  int src_fast_dim = -1;
+  // Transpose: the cache block (elements along dim 0 x along src_fast_dim) and the register
+  // tile; 0 where not applicable.
+  int64_t block_rows = 0;
+  int64_t block_cols = 0;
+  int64_t tile_rows = 0;
+  int64_t tile_cols = 0;
+  // Chunks the work is split into (1: runs on the calling thread).
+  int threads = 1;
+  // The SIMD target the kernels run on (e.g. "AVX3", "AVX2", "EMU128").
+  const char* simd_target = "";
+
+  // One line for `ferry explain`.
+  std::string describe() const;
+};
+
+// Chooses the kernel; cheap enough to call on every copy (no allocation).
+CopyPlan plan_copy(const CopyProblem& problem);
+
+// Runs `plan` on `problem`. Splits across ferry's thread pool when plan.threads > 1.
+void run_copy(const CopyProblem& problem, const CopyPlan& plan);
+
+// plan_copy + run_copy.
+inline void copy(const CopyProblem& problem) { run_copy(problem, plan_copy(problem)); }
+
+}  // namespace ferry::cpu

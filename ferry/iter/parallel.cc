@@ -1,0 +1,188 @@
+// The thread pool behind parallel_for: get_num_threads() - 1 workers that sleep on a condition
+// variable between regions; the caller runs the first chunk itself.
+#include "ferry/iter/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "ferry/core/error.h"
+
+namespace ferry {
+namespace {
+
+thread_local bool t_in_region = false;
+
+int default_num_threads() {
+  if (const char* env = std::getenv("FERRY_NUM_THREADS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    FERRY_CHECK(end != env && *end == '\0' && n >= 1 && n <= 1024,
+                "FERRY_NUM_THREADS: expected an integer between 1 and 1024, but got \"", env, "\"");
+    return static_cast<int>(n);
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+class ThreadPool {
+ public:
+  ThreadPool() : num_threads_(default_num_threads()) {}
+  ~ThreadPool() { stop_workers(); }
+
+  int num_threads() const { return num_threads_.load(std::memory_order_relaxed); }
+
+  void set_num_threads(int n) {
+    std::lock_guard region(region_mutex_);
+    stop_workers();
+    num_threads_.store(n, std::memory_order_relaxed);
+  }
+
+  // Runs chunks [0, chunks) of a region; returns false (having run nothing) if the pool is
+  // busy with another region.
+  bool run(int chunks, const std::function<void(int)>& chunk_fn) {
+    std::unique_lock region(region_mutex_, std::try_to_lock);
+    if (!region.owns_lock()) return false;
+    start_workers(num_threads() - 1);
+    {
+      std::lock_guard lock(mutex_);
+      task_ = &chunk_fn;
+      total_chunks_ = chunks;
+      next_chunk_.store(1, std::memory_order_relaxed);
+      pending_ = chunks - 1;
+      error_ = nullptr;
+      ++generation_;
+    }
+    work_ready_.notify_all();
+    run_chunk(0, chunk_fn);
+    // The caller also steals chunks that no worker has picked up yet.
+    for (int c; (c = next_chunk_.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
+      run_chunk(c, chunk_fn);
+      finish_chunk();
+    }
+    std::unique_lock lock(mutex_);
+    // Also wait for workers that joined this region to leave it, so that none of them can
+    // mistake the next region's chunk counter for this one's.
+    work_done_.wait(lock, [&] { return pending_ == 0 && active_workers_ == 0; });
+    task_ = nullptr;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    return true;
+  }
+
+ private:
+  void run_chunk(int c, const std::function<void(int)>& fn) {
+    t_in_region = true;
+    try {
+      fn(c);
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+    t_in_region = false;
+  }
+
+  void finish_chunk() {
+    std::lock_guard lock(mutex_);
+    if (--pending_ == 0 && active_workers_ == 0) work_done_.notify_one();
+  }
+
+  void worker_loop() {
+    uint64_t seen = 0;
+    while (true) {
+      const std::function<void(int)>* task;
+      int chunks;
+      {
+        std::unique_lock lock(mutex_);
+        work_ready_.wait(lock, [&] { return stopping_ || (task_ && generation_ != seen); });
+        if (stopping_) return;
+        seen = generation_;
+        task = task_;
+        chunks = total_chunks_;
+        ++active_workers_;
+      }
+      for (int c; (c = next_chunk_.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
+        run_chunk(c, *task);
+        finish_chunk();
+      }
+      std::lock_guard lock(mutex_);
+      if (--active_workers_ == 0 && pending_ == 0) work_done_.notify_one();
+    }
+  }
+
+  void start_workers(int n) {
+    while (static_cast<int>(workers_.size()) < n) workers_.emplace_back([this] { worker_loop(); });
+  }
+
+  void stop_workers() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    work_ready_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+    std::lock_guard lock(mutex_);
+    stopping_ = false;
+  }
+
+  std::atomic<int> num_threads_;
+  std::mutex region_mutex_;  // one region at a time
+  std::mutex mutex_;         // guards the fields below
+  std::condition_variable work_ready_;
+  std::condition_variable work_done_;
+  std::vector<std::thread> workers_;
+  const std::function<void(int)>* task_ = nullptr;
+  int total_chunks_ = 0;
+  std::atomic<int> next_chunk_{0};
+  int pending_ = 0;
+  int active_workers_ = 0;
+  uint64_t generation_ = 0;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+};
+
+ThreadPool& pool() {
+  static ThreadPool instance;
+  return instance;
+}
+
+}  // namespace
+
+int get_num_threads() { return pool().num_threads(); }
+
+void set_num_threads(int n) {
+  FERRY_CHECK(n >= 1, "set_num_threads: expected at least 1 thread, but got ", n);
+  pool().set_num_threads(n);
+}
+
+bool in_parallel_region() { return t_in_region; }
+
+int parallel_chunks(int64_t range, int64_t grain_size) {
+  if (range <= 0 || t_in_region) return 1;
+  const int64_t by_grain =
+      (range + std::max<int64_t>(grain_size, 1) - 1) / std::max<int64_t>(grain_size, 1);
+  return static_cast<int>(std::clamp<int64_t>(by_grain, 1, get_num_threads()));
+}
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain_size,
+                  const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t range = end - begin;
+  if (range <= 0) return;
+  const int chunks = parallel_chunks(range, grain_size);
+  if (chunks > 1) {
+    const int64_t step = (range + chunks - 1) / chunks;
+    const std::function<void(int)> chunk_fn = [&](int c) {
+      const int64_t lo = begin + c * step;
+      const int64_t hi = std::min(end, lo + step);
+      if (lo < hi) fn(lo, hi);
+    };
+    if (pool().run(chunks, chunk_fn)) return;
+  }
+  fn(begin, end);
+}
+
+}  // namespace ferry
