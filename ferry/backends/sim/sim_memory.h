@@ -1,0 +1,79 @@
+// The sim device's memory: every device allocation is a memfd mapped twice, PROT_NONE at the
+// address handed out (so host code that dereferences it faults) and read-write for the backend's
+// workers; an ordered map from device address ranges to allocations translates any address,
+// interior ones included. Pinned host memory is ordinary page-aligned memory tracked by range.
+// IPC export hands out the memfd; import maps it twice again.
+// Invariants: the tables change only under the exclusive lock; a translation is valid until the
+// allocation is released, and callers release only after the work using it is done.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <shared_mutex>
+#include <vector>
+
+#include "ferry/device/ipc_handle.h"
+
+namespace ferry::sim::detail {
+
+inline constexpr int kMaxSimDevices = 128;
+
+struct Allocation {
+  uintptr_t device_base = 0;  // the PROT_NONE mapping: the address users see
+  char* host_base = nullptr;  // the read-write mapping of the same pages
+  size_t mapped = 0;          // page-rounded size of both mappings
+  size_t requested = 0;       // size the user asked for: copies must stay inside it
+  int device = 0;
+  UniqueFd fd;  // the memfd; not kept for imported allocations
+  bool imported = false;
+};
+
+// Where an address lives.
+struct Resolved {
+  char* host = nullptr;  // read-write address for the given pointer
+  int device = -1;       // -1: not sim device memory (a host address)
+};
+
+class SimMemory {
+ public:
+  SimMemory() = default;
+  SimMemory(const SimMemory&) = delete;
+  SimMemory& operator=(const SimMemory&) = delete;
+  ~SimMemory() = default;  // the backend is never destroyed; mappings die with the process
+
+  // Raises OutOfMemoryError when `limit` bytes per device would be exceeded.
+  void* allocate(int device, size_t nbytes, size_t limit);
+  // `ptr` must be the start of a live allocation of `device`, imported or not as said.
+  void release(int device, void* ptr, bool imported);
+
+  // Resolves [ptr, ptr + nbytes). Returns device -1 for an address outside every allocation;
+  // raises DeviceError when the range starts inside an allocation but runs past its end. The
+  // error names the calling device, the call and the operand ("destination", "source").
+  Resolved resolve(const void* ptr, size_t nbytes, int device, const char* call,
+                   const char* operand) const;
+  // The host mapping of any address inside an allocation (up to its page-rounded end).
+  char* host_address(const void* ptr) const;
+
+  size_t used(int device) const;
+  size_t live_allocations() const;  // device, pinned and imported
+
+  void* allocate_pinned(size_t nbytes);
+  void release_pinned(void* ptr);
+  // Whether [ptr, ptr + nbytes) lies inside one pinned block.
+  bool is_pinned(const void* ptr, size_t nbytes = 1) const;
+
+  IpcHandle export_handle(int device, void* ptr) const;
+  void* import_handle(const IpcHandle& handle);
+
+ private:
+  void* map_allocation(int device, size_t mapped, size_t requested, UniqueFd fd, bool keep_fd);
+  const Allocation* find(uintptr_t address) const;  // caller holds the lock
+
+  mutable std::shared_mutex mutex_;
+  std::map<uintptr_t, Allocation> allocations_;  // by device_base
+  std::map<uintptr_t, size_t> pinned_;           // base -> mapped size
+  std::vector<size_t> used_ = std::vector<size_t>(kMaxSimDevices, 0);
+};
+
+}  // namespace ferry::sim::detail

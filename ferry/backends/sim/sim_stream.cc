@@ -1,0 +1,158 @@
+// The sim stream worker: queueing, executing, chaos delays, completion and waiting.
+#include "ferry/backends/sim/sim_stream.h"
+
+#include <pthread.h>
+
+#include <exception>
+#include <string>
+
+#include "ferry/backends/sim/sim_access.h"
+#include "ferry/core/error.h"
+
+namespace ferry::sim::detail {
+namespace {
+
+thread_local bool tls_on_worker = false;
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+bool SimStream::on_worker_thread() { return tls_on_worker; }
+
+SimStream::~SimStream() { shutdown(); }
+
+uint64_t SimStream::enqueue(SimOp&& op) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  FERRY_CHECK_AS(DeviceError, !stop_, "sim:", device_, ": stream ", serial_,
+                 " was destroyed; expected a live stream");
+  if (!worker_.joinable()) worker_ = std::thread([this] { run(); });
+  op.seq = ++enqueued_;
+  queue_.push_back(std::move(op));
+  // Only a sleeping worker needs the (syscall-costly) notification.
+  if (worker_idle_) work_cv_.notify_one();
+  return enqueued_;
+}
+
+uint64_t SimStream::tail() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return enqueued_;
+}
+
+void SimStream::wait(uint64_t seq) const {
+  if (done(seq)) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  ++done_waiters_;
+  done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= seq; });
+  --done_waiters_;
+}
+
+void SimStream::synchronize() {
+  drain();
+  std::string error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error.swap(error_);
+  }
+  FERRY_CHECK_AS(DeviceError, error.empty(), "sim:", device_, ": stream ", serial_, ": ", error);
+}
+
+void SimStream::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+    work_cv_.notify_one();
+  }
+  if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
+}
+
+void SimStream::run() {
+  tls_on_worker = true;
+  // Thread names are limited to 15 characters.
+  const std::string name =
+      ("sim" + std::to_string(device_) + "-stream" + std::to_string(serial_)).substr(0, 15);
+  ::pthread_setname_np(::pthread_self(), name.c_str());
+
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    while (queue_.empty() && !stop_) {
+      worker_idle_ = true;
+      work_cv_.wait(lock);
+    }
+    worker_idle_ = false;
+    if (queue_.empty()) return;  // stopped and drained
+    SimOp op = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+
+    execute(op);
+    const uint64_t seq = op.seq;
+    op = SimOp();  // release captures and references before reporting completion
+
+    lock.lock();
+    completed_.store(seq, std::memory_order_release);
+    if (done_waiters_ > 0) done_cv_.notify_all();
+  }
+}
+
+void SimStream::chaos_delay() {
+  if (!knobs_.chaos.load(std::memory_order_relaxed)) return;
+  const uint64_t generation = knobs_.chaos_generation.load(std::memory_order_relaxed);
+  if (generation != rng_generation_) {
+    // Each stream draws from its own sequence so that a seed replays the same delays per stream.
+    rng_.seed(knobs_.chaos_seed.load(std::memory_order_relaxed) ^
+              (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(serial_ + 1)));
+    rng_generation_ = generation;
+  }
+  const uint64_t draw = rng_();
+  if ((draw & 1) == 0) return;
+  const int64_t max_ns = knobs_.chaos_max_delay_ns.load(std::memory_order_relaxed);
+  if (max_ns <= 0) return;
+  const auto delay =
+      std::chrono::nanoseconds(static_cast<int64_t>((draw >> 1) % static_cast<uint64_t>(max_ns)));
+  std::this_thread::sleep_for(delay);
+}
+
+void SimStream::execute(SimOp& op) {
+  chaos_delay();
+  const bool hide = knobs_.hide_device_memory.load(std::memory_order_relaxed);
+  switch (op.kind) {
+    case SimOp::Kind::kCopy:
+    case SimOp::Kind::kFill: {
+      const auto start = Clock::now();
+      if (op.kind == SimOp::Kind::kCopy) {
+        sim_memcpy(op.dst, op.src, op.nbytes, op.device_sides, hide);
+      } else {
+        sim_memset(op.dst, op.value, op.nbytes, hide);
+      }
+      // Stand in for a slower link: the copy takes at least its simulated time.
+      const auto left = op.cost - (Clock::now() - start);
+      if (left.count() > 0) std::this_thread::sleep_for(left);
+      break;
+    }
+    case SimOp::Kind::kMark: {
+      std::lock_guard<std::mutex> lock(op.event->mutex);
+      if (op.event->seq == op.seq && op.event->stream.get() == this) {
+        op.event->time = Clock::now();
+        op.event->stamped_seq = op.seq;
+      }
+      break;
+    }
+    case SimOp::Kind::kWait:
+      op.wait_for->wait(op.wait_seq);
+      break;
+    case SimOp::Kind::kHost:
+      try {
+        op.host();
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (error_.empty()) error_ = std::string("a host function raised: ") + e.what();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (error_.empty()) error_ = "a host function raised a non-standard exception";
+      }
+      break;
+  }
+}
+
+}  // namespace ferry::sim::detail

@@ -1,0 +1,118 @@
+// A sim stream: one worker thread (started on first use) draining an in-order queue of
+// operations, and sim events, which mark positions in such a queue.
+// Invariants: operation n of a stream starts only after operation n-1 finished; completed() is
+// published with release semantics after an operation's effects, so a thread that observes it
+// (query, wait, synchronize, a waiting stream's worker) also observes the memory it wrote.
+// Nothing spins: waiting threads sleep on condition variables.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+
+namespace ferry::sim::detail {
+
+class SimStream;
+
+// Settings every worker reads while it runs; changed by sim::configure.
+struct SimKnobs {
+  std::atomic<bool> chaos{false};
+  std::atomic<uint64_t> chaos_seed{0};
+  std::atomic<int64_t> chaos_max_delay_ns{0};
+  std::atomic<uint64_t> chaos_generation{0};  // bumped on every configure: reseed
+  std::atomic<bool> hide_device_memory{false};
+};
+
+struct SimEvent {
+  explicit SimEvent(int device, bool timing) : device(device), timing(timing) {}
+  const int device;
+  const bool timing;
+  std::mutex mutex;
+  std::shared_ptr<SimStream> stream;  // of the last record; null: never recorded
+  uint64_t seq = 0;                   // complete once stream->completed() >= seq
+  uint64_t stamped_seq = 0;           // the record that `time` belongs to (timing events)
+  std::chrono::steady_clock::time_point time;
+};
+
+struct SimOp {
+  enum class Kind : uint8_t { kCopy, kFill, kMark, kWait, kHost };
+  Kind kind = Kind::kCopy;
+  uint8_t device_sides = 0;  // kDstIsDevice | kSrcIsDevice, for ThreadSanitizer builds
+  int value = 0;
+  uint64_t seq = 0;
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t nbytes = 0;
+  std::chrono::nanoseconds cost{0};     // simulated transfer time (latency + bytes/bandwidth)
+  std::shared_ptr<SimStream> wait_for;  // kWait: the stream and position to wait for
+  uint64_t wait_seq = 0;
+  std::shared_ptr<SimEvent> event;  // kMark: the timing event to stamp
+  std::function<void()> host;       // kHost
+};
+
+class SimStream : public std::enable_shared_from_this<SimStream> {
+ public:
+  SimStream(int device, int serial, const SimKnobs& knobs)
+      : device_(device), serial_(serial), knobs_(knobs) {}
+  SimStream(const SimStream&) = delete;
+  SimStream& operator=(const SimStream&) = delete;
+  ~SimStream();
+
+  int device() const { return device_; }
+  int serial() const { return serial_; }
+
+  // Appends `op` and returns its position (1, 2, ...). Starts the worker on first use.
+  uint64_t enqueue(SimOp&& op);
+  // The position of the last operation enqueued so far.
+  uint64_t tail() const;
+  bool done(uint64_t seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
+  bool query() const { return done(tail()); }
+  // Blocks until operation `seq` has finished.
+  void wait(uint64_t seq) const;
+  // Waits for everything enqueued so far; raises DeviceError if a host function failed since
+  // the last synchronize (the error is reported once).
+  void synchronize();
+  // Waits without reporting errors (for free and configure).
+  void drain() const { wait(tail()); }
+  // Drains the queue and stops the worker.
+  void shutdown();
+
+  // True on a sim worker thread (where blocking on streams could deadlock).
+  static bool on_worker_thread();
+
+ private:
+  void run();
+  void execute(SimOp& op);
+  void chaos_delay();
+
+  const int device_;
+  const int serial_;
+  const SimKnobs& knobs_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_cv_;          // the worker waits for work here
+  mutable std::condition_variable done_cv_;  // waiters wait for completions here
+  std::deque<SimOp> queue_;
+  uint64_t enqueued_ = 0;
+  std::atomic<uint64_t> completed_{0};
+  mutable int done_waiters_ = 0;
+  bool worker_idle_ = false;
+  bool stop_ = false;
+  std::string error_;
+  std::thread worker_;
+
+  // Worker-only state.
+  std::mt19937_64 rng_;
+  uint64_t rng_generation_ = ~uint64_t{0};
+};
+
+}  // namespace ferry::sim::detail

@@ -1,0 +1,79 @@
+// The backend registry: one lazily created backend per device type.
+#include "ferry/device/backend.h"
+
+#include <array>
+#include <atomic>
+#include <mutex>
+
+#include "ferry/core/error.h"
+#include "ferry/device/raw_device_allocator.h"
+
+namespace ferry {
+namespace {
+
+struct Slot {
+  BackendFactory factory = nullptr;  // written during static initialization only
+  std::atomic<Backend*> backend{nullptr};
+  std::mutex create_mutex;
+};
+
+std::array<Slot, kNumDeviceTypes>& slots() {
+  static std::array<Slot, kNumDeviceTypes> registry;
+  return registry;
+}
+
+Slot& slot(DeviceType type) {
+  const auto index = static_cast<size_t>(type);
+  FERRY_CHECK_AS(DeviceError, index < kNumDeviceTypes, "expected a device type below ",
+                 kNumDeviceTypes, ", but got ", static_cast<int>(type));
+  return slots()[index];
+}
+
+}  // namespace
+
+std::string_view copy_kind_name(CopyKind kind) {
+  switch (kind) {
+    case CopyKind::HostToDevice:
+      return "host-to-device";
+    case CopyKind::DeviceToHost:
+      return "device-to-host";
+    case CopyKind::DeviceToDevice:
+      return "device-to-device";
+  }
+  return "unknown copy kind";
+}
+
+void register_backend(DeviceType type, BackendFactory factory) {
+  FERRY_CHECK_AS(DeviceError, type != DeviceType::CPU && factory != nullptr,
+                 "expected a non-CPU device type and a factory, but got ", type);
+  Slot& s = slot(type);
+  FERRY_CHECK_AS(DeviceError, s.factory == nullptr, "a ", type,
+                 " backend is already registered; expected one per device type");
+  s.factory = factory;
+  install_raw_device_allocator(type);
+}
+
+bool has_backend(DeviceType type) { return slot(type).factory != nullptr; }
+
+Backend* find_backend(DeviceType type) {
+  Slot& s = slot(type);
+  if (Backend* b = s.backend.load(std::memory_order_acquire)) return b;
+  if (s.factory == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(s.create_mutex);
+  if (Backend* b = s.backend.load(std::memory_order_acquire)) return b;
+  // Leaked on purpose: backends own worker threads and driver state that must outlive every
+  // static destructor that might still free device memory at exit.
+  Backend* created = s.factory().release();
+  s.backend.store(created, std::memory_order_release);
+  return created;
+}
+
+Backend& get_backend(DeviceType type) {
+  Backend* b = find_backend(type);
+  FERRY_CHECK_AS(DeviceError, b != nullptr, "expected a ", type,
+                 " backend, but ferry was built without one",
+                 type == DeviceType::CPU ? " (the CPU needs no backend)" : "");
+  return *b;
+}
+
+}  // namespace ferry

@@ -1,0 +1,122 @@
+// The CUDA backend on a machine without a GPU (0 devices, a reason, clear errors), GPU tests that
+// skip, and the `ferry devices` command (the tool's path comes from FERRY_TOOL, set by ctest).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "ferry/core/error.h"
+#include "ferry/device/event.h"
+#include "ferry/device/runtime.h"
+#include "ferry/device/stream.h"
+
+namespace ferry::testing {
+namespace {
+
+template <typename Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const DeviceError& e) {
+    return e.what();
+  }
+  return "(no DeviceError)";
+}
+
+TEST(CudaTest, CountIsZeroWithAReasonWhenThereIsNoGpu) {
+  if (device_count(DeviceType::CUDA) > 0) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_FALSE(device_unavailable_reason(DeviceType::CUDA).empty());
+  const std::string message = error_of([] { default_stream(Device("cuda:0")); });
+  EXPECT_NE(message.find("cuda:0: no CUDA device ("), std::string::npos) << message;
+  EXPECT_NE(message.find(device_unavailable_reason(DeviceType::CUDA)), std::string::npos)
+      << message;
+  EXPECT_THROW(memory_info(Device("cuda:0")), DeviceError);
+  EXPECT_THROW(pinned_malloc(DeviceType::CUDA, 64), DeviceError);
+  int on_host = 0;
+  EXPECT_FALSE(is_pinned(&on_host));
+}
+
+TEST(CudaTest, BackendReportsWhetherItIsBuilt) {
+  if (!has_backend(DeviceType::CUDA)) {
+    EXPECT_NE(device_unavailable_reason(DeviceType::CUDA).find("built without"), std::string::npos);
+  } else {
+    EXPECT_EQ(get_backend(DeviceType::CUDA).display_name(), "CUDA");
+  }
+}
+
+TEST(CudaTest, StreamsAndEventsOnAGpu) {
+  if (device_count(DeviceType::CUDA) == 0) GTEST_SKIP() << "no CUDA device";
+  const Device dev("cuda:0");
+  const Stream side = get_stream_from_pool(dev);
+  Event start(true), end(true);
+  start.record(side);
+  void* p = get_backend(DeviceType::CUDA).malloc(0, 1 << 20);
+  get_backend(DeviceType::CUDA).memset_async(0, p, 1, 1 << 20, side.raw());
+  end.record(side);
+  wait_stream(current_stream(dev), side);
+  current_stream(dev).synchronize();
+  EXPECT_GE(start.elapsed_time(end), 0.0F);
+  get_backend(DeviceType::CUDA).free(0, p);
+}
+
+// Runs `command`, returning its exit status and what it printed.
+std::pair<int, std::string> run(const std::string& command) {
+  std::string output;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {-1, ""};
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    output.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+class DevicesCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tool = std::getenv("FERRY_TOOL");
+    if (tool == nullptr) GTEST_SKIP() << "FERRY_TOOL is not set (run through ctest)";
+    tool_ = tool;
+  }
+  // A clean sim environment plus `env`.
+  std::string command(const std::string& env) const {
+    return "env -u FERRY_SIM_DEVICES -u FERRY_SIM_MEMORY -u FERRY_SIM_PEER -u FERRY_SIM_BANDWIDTH "
+           "-u FERRY_SIM_LATENCY -u FERRY_SIM_CHAOS " +
+           env + " '" + tool_ + "' devices";
+  }
+  std::string tool_;
+};
+
+TEST_F(DevicesCommandTest, ListsEveryDeviceWithoutAGpu) {
+  const auto [status, out] = run(command("FERRY_SIM_DEVICES=3 FERRY_SIM_LATENCY=h2d=10us"));
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("cpu: 1 device"), std::string::npos) << out;
+  EXPECT_NE(out.find("sim: 3 devices"), std::string::npos) << out;
+  EXPECT_NE(out.find("sim:2"), std::string::npos) << out;
+  EXPECT_NE(out.find("memory 4.00 GiB total"), std::string::npos) << out;
+  EXPECT_NE(out.find("peer access"), std::string::npos) << out;
+  EXPECT_NE(out.find("FERRY_SIM_DEVICES=3"), std::string::npos) << out;
+  EXPECT_NE(out.find("FERRY_SIM_LATENCY=h2d=10us,d2h=none,d2d=none,peer=none"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("FERRY_SIM_CHAOS=off"), std::string::npos) << out;
+  if (device_count(DeviceType::CUDA) == 0) {
+    EXPECT_NE(out.find("cuda: 0 devices ("), std::string::npos) << out;
+  }
+}
+
+TEST_F(DevicesCommandTest, PeerMatrixAndBadSettings) {
+  auto [status, out] = run(command("FERRY_SIM_PEER='1,0;1,1'"));
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("FERRY_SIM_PEER=1,0;1,1"), std::string::npos) << out;
+  EXPECT_NE(out.find("no"), std::string::npos) << out;
+
+  std::tie(status, out) = run(command("FERRY_SIM_MEMORY=lots"));
+  EXPECT_NE(out.find("sim: 0 devices (FERRY_SIM_MEMORY: expected a size"), std::string::npos)
+      << out;
+}
+
+}  // namespace
+}  // namespace ferry::testing
