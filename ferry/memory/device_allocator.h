@@ -1,0 +1,196 @@
+// Internal to ferry/memory: one device's caching-allocator state — blocks, the small and large
+// pools, segments, the allocated table, pending events and shared regions — behind one mutex.
+// The contract is CachingAllocator's (caching_allocator.h). Invariants (check_invariants):
+// each segment is tiled exactly by a doubly linked list of blocks in address order; a block is
+// in exactly one state; free blocks are in their pool and never next to another free block;
+// allocated blocks are in `allocated_`; blocks awaiting events have event_count > 0.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ferry/core/device.h"
+#include "ferry/device/backend.h"
+#include "ferry/device/stream.h"
+#include "ferry/memory/alloc_config.h"
+#include "ferry/memory/shared_region.h"
+#include "ferry/memory/stats.h"
+
+namespace ferry::memory::detail {
+
+struct BlockPool;
+struct SubRegion;
+
+struct Block {
+  char* ptr = nullptr;
+  size_t size = 0;
+  size_t requested = 0;  // while allocated
+  StreamId stream = 0;   // the only stream that may reuse it
+  BlockPool* pool = nullptr;
+  Block* prev = nullptr;  // neighbours in the segment, in address order
+  Block* next = nullptr;
+  BlockState state = BlockState::kFree;
+  bool oversize = false;     // counted in Stats::oversize_allocations while allocated
+  int event_count = 0;       // pending events while kAwaitingEvents
+  uint64_t free_tick = 0;    // when it last became free (least recently used first, for gc)
+  std::vector<Stream> uses;  // record_stream'ed streams other than `stream`, while allocated
+};
+
+// Lookup key for the pools: (stream, size, address).
+struct BlockKey {
+  StreamId stream;
+  size_t size;
+  uintptr_t address;
+};
+
+struct BlockOrder {
+  using is_transparent = void;
+  static BlockKey key(const Block* b) {
+    return {b->stream, b->size, reinterpret_cast<uintptr_t>(b->ptr)};
+  }
+  static BlockKey key(const BlockKey& k) { return k; }
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    const BlockKey x = key(a), y = key(b);
+    if (x.stream != y.stream) return x.stream < y.stream;
+    if (x.size != y.size) return x.size < y.size;
+    return x.address < y.address;
+  }
+};
+
+struct BlockPool {
+  std::set<Block*, BlockOrder> blocks;  // free blocks only
+  bool is_small = false;
+  SubRegion* sub_region = nullptr;  // set for a sub-region's own pool
+};
+
+struct Segment {
+  size_t size = 0;
+  Block* head = nullptr;  // the block at the segment's base; never merged away
+  BlockPool* pool = nullptr;
+  StreamId stream = 0;
+  bool oversize = false;            // counted in Stats::oversize_segments
+  SubRegion* sub_region = nullptr;  // null for backend segments
+};
+
+struct Region;
+
+struct SubRegion {
+  std::string name;
+  Region* region = nullptr;
+  size_t offset = 0;
+  size_t size = 0;
+  StreamId stream = 0;
+  BlockPool pool;
+};
+
+struct Region {
+  std::string name;
+  char* base = nullptr;
+  size_t size = 0;
+  std::vector<std::unique_ptr<SubRegion>> subs;
+};
+
+class DeviceAllocator {
+ public:
+  explicit DeviceAllocator(Device device);
+  DeviceAllocator(const DeviceAllocator&) = delete;
+  DeviceAllocator& operator=(const DeviceAllocator&) = delete;
+
+  // `stream` is on this device.
+  void* malloc(size_t bytes, const Stream& stream);
+  void free(void* ptr, size_t bytes, const Stream& stream);
+  // `stream` has this device's type.
+  void record_stream(void* ptr, const Stream& stream);
+
+  Stats stats() const;
+  void reset_peak_stats();
+  void reset_accumulated_stats();
+  void empty_cache();
+  void set_memory_fraction(double fraction);
+  std::optional<double> memory_fraction() const;
+  Snapshot snapshot() const;
+  void check_invariants() const;
+
+  // Shared regions (shared_region.cc).
+  void adopt_region(const std::string& name, void* base, size_t size);
+  void add_sub_region(const std::string& region, const std::string& name, size_t offset,
+                      size_t size, const Stream& stream);
+  // `name` empty: every sub-region of the region. `forget_region`: then drop the region too.
+  void drop_sub_regions(const std::string& region, const std::string& name, bool forget_region);
+  std::vector<SharedRegionInfo> shared_regions() const;
+
+ private:
+  using Lock = std::unique_lock<std::mutex>;
+  struct PendingEvent {
+    RawEvent event;
+    Block* block;
+  };
+  struct PendingQueue {
+    Stream stream;
+    std::deque<PendingEvent> events;
+  };
+
+  Block* find_free_block(BlockPool& pool, StreamId stream, size_t size, size_t max_split);
+  Block* allocate_from_backend(Lock& lock, BlockPool& pool, const Stream& stream, size_t size,
+                               size_t requested, const AllocConfig& config);
+  Block* new_segment(BlockPool& pool, StreamId stream, size_t size, size_t max_split);
+  Block* hand_out(Block* block, size_t size, size_t requested, size_t max_split);
+  void free_block(Block* block);
+  void insert_events(Block* block);
+  void process_events();
+  void synchronize_pending_events(Lock& lock);
+  // Entirely free backend segments (one free block, no neighbours).
+  std::vector<char*> free_segments() const;
+  // Unlinks the segments at `bases` under the lock, then frees them with the lock released.
+  void release_segments(Lock& lock, const std::vector<char*>& bases);
+  bool collect_garbage(Lock& lock, size_t segment_bytes, double threshold);
+  size_t total_memory() const;
+  size_t largest_free_block() const;
+  std::string oom_message(size_t requested, const Stream& stream) const;
+  SubRegion* sub_region_of(StreamId stream) const {
+    return static_cast<size_t>(stream) < stream_sub_.size() ? stream_sub_[stream] : nullptr;
+  }
+  Region* find_region(const std::string& name) const;
+
+  const Device device_;
+  Backend& backend_;
+  mutable std::mutex mutex_;
+  BlockPool small_;
+  BlockPool large_;
+  std::map<char*, Segment> segments_;  // by base address; backend segments and sub-regions
+  std::unordered_map<void*, Block*> allocated_;
+  std::vector<PendingQueue> pending_;  // one queue per recorded stream, in record order
+  size_t pending_count_ = 0;
+  std::vector<std::unique_ptr<Region>> regions_;
+  std::array<SubRegion*, kStreamPoolSize + 1> stream_sub_{};
+  Stats stats_;
+  std::optional<double> fraction_;
+  size_t allowed_ = SIZE_MAX;  // fraction_ * the total memory when the fraction was set
+  uint64_t tick_ = 0;
+};
+
+// The state of `device` (a Sim or CUDA device with an index), created on first use and kept for
+// the life of the process.
+DeviceAllocator& device_allocator(Device device);
+
+// `device` checked and with its index filled in (the current device when it has none); raises
+// DeviceError naming `what` for a CPU device, which the caching allocator does not serve.
+Device resolve_device(Device device, const char* what);
+
+// Raw events from a per-device pool: created once, reused after their work is done (no backend
+// call on the cached path). `device` is the device of the stream the event will be recorded on.
+RawEvent acquire_event(Device device);
+void release_event(Device device, RawEvent event);
+
+}  // namespace ferry::memory::detail

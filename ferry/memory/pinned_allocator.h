@@ -1,0 +1,50 @@
+// The pinned host allocator: caches page-locked host blocks (the device backend's malloc_host) in
+// power-of-two size classes, for `pinned_memory` tensors and Tensor::pin_memory().
+// Invariants: a block is handed out to one storage at a time; a block freed after
+// pinned_record_event is reused only once the work queued on each recorded stream before the
+// free is done; cached blocks go back to the backend only in pinned_empty_cache.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ferry/core/storage.h"
+#include "ferry/device/stream.h"
+#include "ferry/memory/stats.h"
+
+namespace ferry::memory {
+
+struct PinnedStats {
+  Stat allocation;             // blocks handed out
+  Stat allocated_bytes;        // their (size-class) bytes
+  Stat requested_bytes;        // the bytes asked for
+  Stat segment;                // blocks held from the backend, handed out or cached
+  Stat reserved_bytes;         // their bytes
+  int64_t num_cache_hits = 0;  // allocations served from the cache
+  int64_t num_host_alloc = 0;  // backend malloc_host calls that succeeded
+  int64_t num_host_free = 0;   // backend free_host calls
+  int64_t pending_events = 0;  // events recorded at free and not yet seen complete
+};
+
+// The block size serving a request: the next power of two, at least 512 bytes.
+size_t pinned_size_class(size_t nbytes);
+
+// The allocator behind pinned host tensors (installed with set_pinned_host_allocator when the
+// library loads). Memory comes from the first of the CUDA and sim backends that has a device;
+// it raises DeviceError when neither has one.
+Allocator* pinned_host_allocator();
+
+// After an asynchronous copy from or to `host_storage` on `stream`: if the storage is a block of
+// the pinned allocator, keeps it from being reused until the work queued on `stream` when the
+// storage is freed is done, and returns true; otherwise does nothing and returns false. A CPU
+// stream needs no recording (true for a pinned block).
+bool pinned_record_event(const Storage& host_storage, const Stream& stream);
+// The same by address: `ptr` must be the start of a live pinned block to return true.
+bool pinned_record_event(const void* ptr, const Stream& stream);
+
+PinnedStats pinned_stats();
+void pinned_reset_peak_stats();
+// Returns every cached (free, event-free) block to the backend.
+void pinned_empty_cache();
+
+}  // namespace ferry::memory

@@ -1,0 +1,112 @@
+// FERRY_ALLOC_CONF: parsing, errors that name the key and the value, the programmatic setter,
+// and reading the environment once (in a fresh process, through a death test).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "ferry/core/error.h"
+#include "ferry/memory/alloc_config.h"
+#include "ferry/memory/caching_allocator.h"
+#include "tests/memory/memory_fixture.h"
+
+namespace ferry::testing {
+namespace {
+
+using memory::AllocConfig;
+
+std::string parse_error(const std::string& text) {
+  try {
+    AllocConfig::parse(text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(AllocConfigTest, ParsesKeysAndValues) {
+  AllocConfig c = AllocConfig::parse("max_split_size_mb:128,garbage_collection_threshold:0.8");
+  EXPECT_EQ(c.max_split_size, 128 * kMiB);
+  EXPECT_DOUBLE_EQ(c.garbage_collection_threshold, 0.8);
+  EXPECT_EQ(AllocConfig::parse(c.str()), c);
+
+  c = AllocConfig::parse("  max_split_size_mb : 64 , ");
+  EXPECT_EQ(c.max_split_size, 64 * kMiB);
+  EXPECT_EQ(c.garbage_collection_threshold, 0.0);
+
+  EXPECT_EQ(AllocConfig::parse(""), AllocConfig{});
+  EXPECT_EQ(AllocConfig{}.str(), "");
+  EXPECT_EQ(AllocConfig::parse("max_split_size_mb:21").max_split_size, 21 * kMiB);
+}
+
+TEST(AllocConfigTest, ErrorsNameTheKeyAndTheValue) {
+  struct Case {
+    const char* text;
+    const char* expected[2];
+  };
+  const Case cases[] = {
+      {"foo:1", {"unknown key 'foo'", "'1'"}},
+      {"max_split_size_mb:abc", {"max_split_size_mb", "'abc'"}},
+      {"max_split_size_mb:20", {"greater than 20", "'20'"}},
+      {"max_split_size_mb:-5", {"max_split_size_mb", "'-5'"}},
+      {"max_split_size_mb:64MB", {"max_split_size_mb", "'64MB'"}},
+      {"garbage_collection_threshold:1.5", {"garbage_collection_threshold", "'1.5'"}},
+      {"garbage_collection_threshold:0", {"strictly between 0 and 1", "'0'"}},
+      {"max_split_size_mb", {"key:value", "'max_split_size_mb'"}},
+  };
+  for (const Case& c : cases) {
+    const std::string msg = parse_error(c.text);
+    for (const char* part : c.expected) {
+      EXPECT_NE(msg.find(part), std::string::npos) << c.text << " -> " << msg;
+    }
+    EXPECT_NE(msg.find("FERRY_ALLOC_CONF"), std::string::npos) << msg;
+  }
+}
+
+TEST(AllocConfigTest, SetterReplacesTheSettingsOrNothing) {
+  const AllocConfig original = memory::alloc_config();
+  const AllocConfig previous = memory::set_alloc_conf("max_split_size_mb:200");
+  EXPECT_EQ(previous, original);
+  EXPECT_EQ(memory::alloc_config().max_split_size, 200 * kMiB);
+  EXPECT_EQ(memory::stats(kSim0).max_split_size, 200 * kMiB);
+  EXPECT_THROW(memory::set_alloc_conf("max_split_size_mb:200,bogus:1"), Error);
+  EXPECT_EQ(memory::alloc_config().max_split_size, 200 * kMiB) << "a bad string changes nothing";
+  AllocConfig bad;
+  bad.garbage_collection_threshold = 2.0;
+  EXPECT_THROW(memory::set_alloc_config(bad), Error);
+  memory::set_alloc_config(original);
+  EXPECT_EQ(memory::alloc_config(), original);
+}
+
+// Runs in a fresh process (the "threadsafe" death-test style re-executes the binary), where the
+// allocator has not read its settings yet.
+TEST(AllocConfigDeathTest, ReadsTheEnvironmentOnceAtFirstUse) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("FERRY_ALLOC_CONF", "max_split_size_mb:64,garbage_collection_threshold:0.5", 1);
+        const AllocConfig first = memory::alloc_config();
+        setenv("FERRY_ALLOC_CONF", "max_split_size_mb:128", 1);  // too late: read once
+        const bool ok = first.max_split_size == 64 * kMiB &&
+                        first.garbage_collection_threshold == 0.5 &&
+                        memory::alloc_config() == first;
+        std::_Exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      {
+        setenv("FERRY_ALLOC_CONF", "max_split_size_mb:tiny", 1);
+        try {
+          memory::stats(kSim0);
+        } catch (const Error& e) {
+          std::fputs(e.what(), stderr);
+          std::_Exit(3);
+        }
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(3), "max_split_size_mb expects .* but got 'tiny'");
+}
+
+}  // namespace
+}  // namespace ferry::testing

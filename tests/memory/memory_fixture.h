@@ -1,0 +1,90 @@
+// Shared helpers for the memory tests: a fixture that starts every test from a known sim config
+// and allocator state (default settings, empty caches) and checks the allocator's invariants at
+// the end, and a Gate that keeps a sim stream busy until the test opens it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "ferry/backends/sim/sim.h"
+#include "ferry/device/runtime.h"
+#include "ferry/device/stream.h"
+#include "ferry/memory/alloc_config.h"
+#include "ferry/memory/caching_allocator.h"
+#include "ferry/memory/pinned_allocator.h"
+
+namespace ferry::testing {
+
+inline const Device kSim0("sim:0");
+inline const Device kSim1("sim:1");
+
+// Returns every cached byte to the sim (both devices and pinned memory), so that the sim can be
+// reconfigured and each test starts with empty caches.
+inline void release_caches() {
+  for (Device d : {kSim0, kSim1}) memory::empty_cache(d);
+  memory::pinned_empty_cache();
+}
+
+class MemoryTest : public ::testing::Test {
+ protected:
+  virtual sim::SimConfig config() const { return sim::SimConfig{}; }
+
+  void SetUp() override {
+    release_caches();
+    memory::set_alloc_config(memory::AllocConfig{});
+    sim::configure(config());
+    for (Device d : {kSim0, kSim1}) {
+      memory::set_memory_fraction(1.0, d);
+      memory::reset_accumulated_stats(d);
+      memory::reset_peak_stats(d);
+    }
+  }
+
+  void TearDown() override {
+    for (Device d : {kSim0, kSim1}) {
+      device_synchronize(d);
+      EXPECT_NO_THROW(memory::check_invariants(d));
+      EXPECT_EQ(memory::stats(d).allocation.current, 0) << "a test leaked an allocation on " << d;
+    }
+    release_caches();
+    memory::set_alloc_config(memory::AllocConfig{});
+    for (Device d : {kSim0, kSim1}) memory::set_memory_fraction(1.0, d);
+    sim::configure(sim::SimConfig{});
+  }
+};
+
+// Keeps `stream` busy (a host function waiting on the gate) until open() or destruction, so a
+// failing assertion never leaves a stream blocked.
+class Gate {
+ public:
+  explicit Gate(const Stream& stream) : stream_(stream) {
+    auto opened = promise_.get_future().share();
+    enqueue_host_function(stream, [opened] { opened.wait(); });
+  }
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+  ~Gate() { open(); }
+
+  // Safe to call from any thread, any number of times.
+  void open() {
+    if (!open_.exchange(true)) promise_.set_value();
+  }
+  // Opens and waits until the stream has passed the gate.
+  void open_and_wait() {
+    open();
+    stream_.synchronize();
+  }
+
+ private:
+  Stream stream_;
+  std::promise<void> promise_;
+  std::atomic<bool> open_{false};
+};
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+}  // namespace ferry::testing
