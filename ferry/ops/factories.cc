@@ -6,6 +6,8 @@
 #include <numbers>
 
 #include "ferry/core/storage.h"
+#include "ferry/device/runtime.h"
+#include "ferry/iter/stride_order.h"
 
 namespace ferry {
 namespace {
@@ -26,10 +28,6 @@ int64_t required_elements(IntArrayRef sizes, IntArrayRef strides) {
   return extent;
 }
 
-Device concrete_device(Device device) {
-  // A bare "sim" or "cuda" means device 0 until the device layer's current device is wired in.
-  return device.is_cpu() || device.has_index() ? device : Device(device.type(), 0);
-}
 
 Allocator* allocator_for(const TensorOptions& options) {
   if (options.pinned_memory()) {
@@ -70,7 +68,7 @@ Tensor empty_strided(IntArrayRef sizes, IntArrayRef strides, TensorOptions optio
   FERRY_CHECK_AS(ShapeError, sizes.size() == strides.size(),
                  "empty_strided: expected as many strides as sizes, but got sizes ", sizes,
                  " and strides ", strides);
-  const Device device = concrete_device(options.device());
+  const Device device = checked_device(options.device());
   const ScalarType dtype = options.dtype();
   const auto nbytes = static_cast<size_t>(required_elements(sizes, strides)) * element_size(dtype);
   Allocator* allocator = allocator_for(options);
@@ -85,7 +83,8 @@ Tensor empty_like(const Tensor& like, TensorOptions options, std::optional<Memor
   if (like.is_non_overlapping_and_dense()) {
     return empty_strided(like.sizes(), like.strides(), merged);
   }
-  return empty(like.sizes(), merged.memory_format(like.suggest_memory_format()));
+  // Not dense: a dense layout with `like`'s dimension order (a sliced transpose stays transposed).
+  return empty_strided(like.sizes(), infer_dense_strides(like.sizes(), like.strides()), merged);
 }
 
 // zeros and ones default to float32 (the options' default), not to the value's kind.
@@ -223,7 +222,7 @@ Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides,
   FERRY_CHECK_AS(ShapeError, sizes.size() == strides.size(),
                  "from_blob: expected as many strides as sizes, but got sizes ", sizes,
                  " and strides ", strides);
-  const Device device = concrete_device(options.device());
+  const Device device = checked_device(options.device());
   const auto nbytes =
       static_cast<size_t>(required_elements(sizes, strides)) * element_size(options.dtype());
   DataPtr ptr(data, device);
