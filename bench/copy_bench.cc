@@ -1,0 +1,365 @@
+// The copy benchmark: builds each case on ferry tensors (and PyTorch's when built with it),
+// times copy_ as the median of interleaved runs beside a memcpy moving the same traffic at the
+// same thread count, and prints a table (and JSON). docs/bench.md explains every column.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/copy_bench.h"
+#include "ferry/backends/cpu/simd.h"
+#include "ferry/core/error.h"
+#include "ferry/ferry.h"
+#include "ferry/iter/parallel.h"
+#include "ferry/ops/factories.h"
+
+namespace ferry::bench {
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+template <class F>
+double time_ms(F&& f) {
+  const double t0 = now_ms();
+  f();
+  return now_ms() - t0;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Spec make(std::string name, Layout layout, std::vector<int64_t> sizes, ScalarType src,
+          ScalarType dst) {
+  Spec s;
+  s.name = std::move(name);
+  s.layout = layout;
+  s.sizes = std::move(sizes);
+  s.src_dtype = src;
+  s.dst_dtype = dst;
+  int64_t numel = 1;
+  for (int64_t n : s.sizes) numel *= n;
+  const double used_src =
+      s.layout == Layout::ExpandCol ? static_cast<double>(s.sizes[0]) : static_cast<double>(numel);
+  s.bytes_read = used_src * static_cast<double>(element_size(src));
+  s.bytes_written = static_cast<double>(numel) * static_cast<double>(element_size(dst));
+  return s;
+}
+
+// ferry's side of a case: the tensors, and the operation on them.
+Op make_ferry_op(const Spec& s) {
+  const TensorOptions src_opts(s.src_dtype);
+  const TensorOptions dst_opts(s.dst_dtype);
+  auto random = [&](IntArrayRef sizes) {
+    return is_floating_point(s.src_dtype) ? rand(sizes, src_opts)
+                                          : randint(0, 1000, sizes, src_opts);
+  };
+  const std::vector<int64_t>& z = s.sizes;
+  Tensor src, dst;
+  switch (s.layout) {
+    case Layout::Contig:
+      src = random(z);
+      dst = empty(z, dst_opts);
+      break;
+    case Layout::Transpose2D:
+      src = random(z).t();
+      dst = empty(z, dst_opts);
+      break;
+    case Layout::ToChannelsLast:
+      src = random(z);
+      dst = empty({z[0], z[2], z[3], z[1]}, dst_opts).permute({0, 3, 1, 2});
+      break;
+    case Layout::FromChannelsLast:
+      src = random({z[0], z[2], z[3], z[1]}).permute({0, 3, 1, 2});
+      dst = empty(z, dst_opts);
+      break;
+    case Layout::Permute210:
+      src = random(z).permute({2, 1, 0});
+      dst = empty(z, dst_opts);
+      break;
+    case Layout::ExpandCol:
+      src = random({z[0], 1}).expand(z);
+      dst = empty(z, dst_opts);
+      break;
+    case Layout::SliceStep2:
+      src = random({z[0], 2 * z[1]}).slice(1, 0, std::nullopt, 2);
+      dst = empty(z, dst_opts);
+      break;
+    case Layout::PerCallCopy: {
+      src = random(z);
+      dst = empty(z, dst_opts);
+      const int calls = s.calls;
+      return [src, dst, calls]() mutable {
+        for (int i = 0; i < calls; ++i) dst.copy_(src);
+      };
+    }
+    case Layout::PerCallTo: {
+      src = random(z);
+      const int calls = s.calls;
+      const ScalarType to = s.dst_dtype;
+      return [src, calls, to]() {
+        for (int i = 0; i < calls; ++i) {
+          Tensor out = src.to(to);
+          if (out.data_ptr() == nullptr) std::abort();  // keeps the call
+        }
+      };
+    }
+  }
+  return [src, dst]() mutable { dst.copy_(src); };
+}
+
+// memcpy of `bytes` split across `threads` (ferry's pool, as the copy itself is split).
+void parallel_memcpy(char* dst, const char* src, size_t bytes, int threads) {
+  if (threads <= 1) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  parallel_for(0, threads, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const size_t lo = bytes * static_cast<size_t>(c) / static_cast<size_t>(threads);
+      const size_t hi = bytes * static_cast<size_t>(c + 1) / static_cast<size_t>(threads);
+      std::memcpy(dst + lo, src + lo, hi - lo);
+    }
+  });
+}
+
+#if defined(FERRY_HAVE_TORCH)
+// PyTorch's OpenMP workers spin for a while after each parallel region; timing ferry's next
+// copy while they still hold the other core would charge ferry for PyTorch's spinning. A short
+// untimed pause lets them go to sleep.
+void settle_torch(int threads) {
+  if (threads > 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+#endif
+
+struct Row {
+  std::string name;
+  int threads = 1;
+  bool per_call = false;
+  double ms = 0, ms_min = 0, ms_max = 0;  // per sample (per call in ns for per-call cases)
+  double gbps = 0;
+  double memcpy_ms = 0, memcpy_gbps = 0, ratio_memcpy = 0;
+  double torch_ms = -1, ratio_torch = 0;  // ratio_torch = torch time / ferry time (speed-up)
+};
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+void print_header(bool torch) {
+  std::printf("%-34s %3s %9s %8s %9s %8s", "case", "thr", "ms", "GB/s", "memcpy", "xmemcpy");
+  if (torch) std::printf(" %10s %7s", "torch ms", "xtorch");
+  std::printf("\n");
+}
+
+void print_row(const Row& r, bool torch) {
+  if (r.per_call) {
+    std::printf("%-34s %3d %9s %8s %9s %8s", (r.name + " (ns/call)").c_str(), r.threads,
+                fmt("%.1f", r.ms).c_str(), "-", "-", "-");
+    if (torch) {
+      std::printf(" %10s %7s", r.torch_ms >= 0 ? fmt("%.1f", r.torch_ms).c_str() : "-",
+                  r.torch_ms >= 0 ? fmt("%.2f", r.ratio_torch).c_str() : "-");
+    }
+  } else {
+    std::printf("%-34s %3d %9s %8s %9s %8s", r.name.c_str(), r.threads, fmt("%.3f", r.ms).c_str(),
+                fmt("%.2f", r.gbps).c_str(), fmt("%.2f", r.memcpy_gbps).c_str(),
+                fmt("%.2f", r.ratio_memcpy).c_str());
+    if (torch) {
+      std::printf(" %10s %7s", r.torch_ms >= 0 ? fmt("%.3f", r.torch_ms).c_str() : "-",
+                  r.torch_ms >= 0 ? fmt("%.2f", r.ratio_torch).c_str() : "-");
+    }
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+std::string to_json(const std::vector<Row>& rows, const std::string& simd, bool torch) {
+  std::ostringstream out;
+  out << "{\n  \"simd_target\": \"" << simd << "\",\n  \"torch\": " << (torch ? "true" : "false")
+      << ",\n  \"cases\": [\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    out << "    {\"case\": \"" << r.name << "\", \"threads\": " << r.threads;
+    if (r.per_call) {
+      out << ", \"ns_per_call\": " << r.ms << ", \"ns_per_call_min\": " << r.ms_min
+          << ", \"ns_per_call_max\": " << r.ms_max;
+    } else {
+      out << ", \"ms\": " << r.ms << ", \"ms_min\": " << r.ms_min << ", \"ms_max\": " << r.ms_max
+          << ", \"gbps\": " << r.gbps << ", \"memcpy_ms\": " << r.memcpy_ms
+          << ", \"memcpy_gbps\": " << r.memcpy_gbps << ", \"ratio_memcpy\": " << r.ratio_memcpy;
+    }
+    if (r.torch_ms >= 0) {
+      out << ", \"torch_" << (r.per_call ? "ns_per_call" : "ms") << "\": " << r.torch_ms
+          << ", \"ratio_torch\": " << r.ratio_torch;
+    }
+    out << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  out << "  ]\n}\n";
+  return out.str();
+}
+
+}  // namespace
+
+std::vector<Spec> copy_cases(bool quick) {
+  const int64_t m = quick ? 1 << 20 : 1 << 24;  // contiguous elements
+  const int64_t n = quick ? 1024 : 4096;        // matrix side
+  const int64_t batch = quick ? 2 : 32;
+  const int64_t cube = quick ? 64 : 256;
+  std::vector<Spec> c;
+  c.push_back(make("contig_f32", Layout::Contig, {m}, kFloat32, kFloat32));
+  c.push_back(make("contig_f32_to_bf16", Layout::Contig, {m}, kFloat32, kBFloat16));
+  c.push_back(make("contig_f32_to_f16", Layout::Contig, {m}, kFloat32, kFloat16));
+  c.push_back(make("contig_i32_to_f32", Layout::Contig, {m}, kInt32, kFloat32));
+  const std::string side = std::to_string(n);
+  c.push_back(make("transpose2d_f32_" + side, Layout::Transpose2D, {n, n}, kFloat32, kFloat32));
+  c.push_back(make("transpose2d_bf16_" + side, Layout::Transpose2D, {n, n}, kBFloat16, kBFloat16));
+  c.push_back(
+      make("transpose2d_f32_to_bf16_" + side, Layout::Transpose2D, {n, n}, kFloat32, kBFloat16));
+  const std::string nchw = std::to_string(batch) + "x64x56x56";
+  c.push_back(make("nchw_to_nhwc_f32_" + nchw, Layout::ToChannelsLast, {batch, 64, 56, 56},
+                   kFloat32, kFloat32));
+  c.push_back(make("nhwc_to_nchw_f32_" + nchw, Layout::FromChannelsLast, {batch, 64, 56, 56},
+                   kFloat32, kFloat32));
+  c.push_back(make("permute3d_210_f32_" + std::to_string(cube), Layout::Permute210,
+                   {cube, cube, cube}, kFloat32, kFloat32));
+  c.push_back(make("broadcast_col_f32_" + side, Layout::ExpandCol, {n, n}, kFloat32, kFloat32));
+  c.push_back(make("slice_step2_f32", Layout::SliceStep2, {n, n}, kFloat32, kFloat32));
+  c.push_back(make("copy_1_f32", Layout::PerCallCopy, {1}, kFloat32, kFloat32));
+  c.push_back(make("copy_64_f32", Layout::PerCallCopy, {64}, kFloat32, kFloat32));
+  c.push_back(make("to_bf16_64_f32", Layout::PerCallTo, {64}, kFloat32, kBFloat16));
+  for (Spec& s : c) {
+    if (s.per_call()) s.calls = quick ? 2000 : 20000;
+  }
+  return c;
+}
+
+int run_copy_bench(const Options& o) {
+  FERRY_CHECK(o.repeat >= 10, "bench: expected --repeat of at least 10, but got ", o.repeat);
+  for (int t : o.threads) FERRY_CHECK(t >= 1, "bench: expected thread counts >= 1, but got ", t);
+  if (!o.simd.empty()) cpu::set_simd_target(o.simd);
+  std::regex filter;
+  try {
+    filter = std::regex(o.filter.empty() ? std::string(".*") : o.filter);
+  } catch (const std::regex_error& e) {
+    FERRY_FAIL_AS(Error, "bench --filter: expected a regular expression, but \"", o.filter,
+                  "\" is not one (", e.what(), ")");
+  }
+  std::vector<Spec> cases;
+  for (Spec& s : copy_cases(o.quick)) {
+    if (std::regex_search(s.name, filter)) cases.push_back(std::move(s));
+  }
+#if defined(FERRY_HAVE_TORCH)
+  const bool torch = true;
+#else
+  const bool torch = false;
+#endif
+  std::string available;
+  for (const std::string& t : cpu::simd_targets()) available += " " + t;
+  std::printf(
+      "ferry bench: %zu cases x %zu thread counts, median of %d runs each; SIMD %s "
+      "(compiled and supported:%s); %u hardware threads",
+      cases.size(), o.threads.size(), o.repeat, cpu::simd_target(), available.c_str(),
+      std::thread::hardware_concurrency());
+#if defined(FERRY_HAVE_TORCH)
+  std::printf("; PyTorch %s", torch_version());
+#endif
+  std::printf("\n%s\n", o.quick ? "(--quick: small sizes, a smoke test; numbers are not meaningful)"
+                                : "This takes 10 to 30 seconds (about a minute with PyTorch) on a "
+                                  "quiet machine; --quick runs a one-second smoke test.");
+  // memcpy buffers for the largest case, touched once so page faults are not timed.
+  double most = 0;
+  for (const Spec& s : cases) most = std::max(most, (s.bytes_read + s.bytes_written) / 2);
+  const auto buffer_bytes = static_cast<int64_t>(most) + 64;
+  Tensor mem_src = zeros({buffer_bytes}, TensorOptions(kUInt8));
+  Tensor mem_dst = zeros({buffer_bytes}, TensorOptions(kUInt8));
+  auto* mdst = static_cast<char*>(mem_dst.data_ptr());
+  const auto* msrc = static_cast<const char*>(mem_src.data_ptr());
+
+  std::vector<Row> rows;
+  const int saved_threads = get_num_threads();
+  print_header(torch);
+  for (const Spec& s : cases) {
+    const Op op = make_ferry_op(s);
+#if defined(FERRY_HAVE_TORCH)
+    const Op torch_op = make_torch_op(s);
+#endif
+    const auto mem_bytes = static_cast<size_t>((s.bytes_read + s.bytes_written) / 2);
+    for (int threads : o.threads) {
+      set_num_threads(threads);
+#if defined(FERRY_HAVE_TORCH)
+      set_torch_threads(threads);
+#endif
+      // Warm-up, then interleaved samples so that noise hits all sides alike.
+      op();
+      if (!s.per_call()) parallel_memcpy(mdst, msrc, mem_bytes, threads);
+#if defined(FERRY_HAVE_TORCH)
+      if (torch_op) {
+        torch_op();
+        settle_torch(threads);
+      }
+#endif
+      std::vector<double> t_ferry, t_mem, t_torch;
+      for (int r = 0; r < o.repeat; ++r) {
+        t_ferry.push_back(time_ms(op));
+        if (!s.per_call()) {
+          t_mem.push_back(time_ms([&] { parallel_memcpy(mdst, msrc, mem_bytes, threads); }));
+        }
+#if defined(FERRY_HAVE_TORCH)
+        if (torch_op) {
+          t_torch.push_back(time_ms(torch_op));
+          settle_torch(threads);
+        }
+#endif
+      }
+      Row row;
+      row.name = s.name;
+      row.threads = threads;
+      row.per_call = s.per_call();
+      const double scale = s.per_call() ? 1e6 / s.calls : 1.0;  // ms -> ns/call
+      row.ms = median(t_ferry) * scale;
+      row.ms_min = *std::min_element(t_ferry.begin(), t_ferry.end()) * scale;
+      row.ms_max = *std::max_element(t_ferry.begin(), t_ferry.end()) * scale;
+      if (!s.per_call()) {
+        row.gbps = (s.bytes_read + s.bytes_written) / (row.ms * 1e6);
+        row.memcpy_ms = median(t_mem);
+        row.memcpy_gbps = 2.0 * static_cast<double>(mem_bytes) / (row.memcpy_ms * 1e6);
+        row.ratio_memcpy = row.gbps / row.memcpy_gbps;
+      }
+      if (!t_torch.empty()) {
+        row.torch_ms = median(t_torch) * scale;
+        row.ratio_torch = row.torch_ms / row.ms;
+      }
+      print_row(row, torch);
+      rows.push_back(row);
+    }
+  }
+  set_num_threads(saved_threads);
+  if (!o.simd.empty()) cpu::set_simd_target("");
+  if (!o.json.empty()) {
+    std::ofstream out(o.json);
+    FERRY_CHECK(out.good(), "bench: cannot write --json file \"", o.json, "\"");
+    out << to_json(rows, cpu::simd_target(), torch);
+    std::printf("wrote %s\n", o.json.c_str());
+  }
+  std::printf(
+      "xmemcpy = ferry GB/s / memcpy GB/s, with memcpy moving (read + written) / 2 bytes "
+      "on the same threads%s\n",
+      torch ? "; xtorch = PyTorch time / ferry time (above 1: ferry is faster)" : "");
+  return 0;
+}
+
+}  // namespace ferry::bench

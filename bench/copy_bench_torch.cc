@@ -1,0 +1,118 @@
+// PyTorch's side of the copy benchmark (built with -DFERRY_BENCH_TORCH=ON): the same cases on
+// libtorch tensors, timed in the same process by copy_bench.cc.
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <cstdlib>
+
+#include "bench/copy_bench.h"
+
+namespace ferry::bench {
+namespace {
+
+torch::Dtype torch_dtype(ScalarType t) {
+  switch (t) {
+    case kBool:
+      return torch::kBool;
+    case kUInt8:
+      return torch::kUInt8;
+    case kInt8:
+      return torch::kInt8;
+    case kInt16:
+      return torch::kInt16;
+    case kInt32:
+      return torch::kInt32;
+    case kInt64:
+      return torch::kInt64;
+    case kFloat16:
+      return torch::kFloat16;
+    case kBFloat16:
+      return torch::kBFloat16;
+    case kFloat32:
+      return torch::kFloat32;
+    case kFloat64:
+      return torch::kFloat64;
+    case kComplex64:
+      return torch::kComplexFloat;
+    case kComplex128:
+      return torch::kComplexDouble;
+    default:
+      break;
+  }
+  std::abort();  // float8 has no PyTorch 1.13 dtype; no case uses it
+}
+
+}  // namespace
+
+Op make_torch_op(const Spec& s) {
+  torch::NoGradGuard no_grad;
+  const auto src_opts = torch::TensorOptions().dtype(torch_dtype(s.src_dtype));
+  const auto dst_opts = torch::TensorOptions().dtype(torch_dtype(s.dst_dtype));
+  auto random = [&](std::vector<int64_t> sizes) {
+    return is_floating_point(s.src_dtype) ? torch::rand(sizes, src_opts)
+                                          : torch::randint(0, 1000, sizes, src_opts);
+  };
+  const std::vector<int64_t>& z = s.sizes;
+  torch::Tensor src, dst;
+  switch (s.layout) {
+    case Layout::Contig:
+      src = random(z);
+      dst = torch::empty(z, dst_opts);
+      break;
+    case Layout::Transpose2D:
+      src = random(z).t();
+      dst = torch::empty(z, dst_opts);
+      break;
+    case Layout::ToChannelsLast:
+      src = random(z);
+      dst = torch::empty(z, dst_opts.memory_format(torch::MemoryFormat::ChannelsLast));
+      break;
+    case Layout::FromChannelsLast:
+      src = random({z[0], z[2], z[3], z[1]}).permute({0, 3, 1, 2});
+      dst = torch::empty(z, dst_opts);
+      break;
+    case Layout::Permute210:
+      src = random(z).permute({2, 1, 0});
+      dst = torch::empty(z, dst_opts);
+      break;
+    case Layout::ExpandCol:
+      src = random({z[0], 1}).expand(z);
+      dst = torch::empty(z, dst_opts);
+      break;
+    case Layout::SliceStep2:
+      src = random({z[0], 2 * z[1]}).slice(1, 0, c10::nullopt, 2);
+      dst = torch::empty(z, dst_opts);
+      break;
+    case Layout::PerCallCopy: {
+      src = random(z);
+      dst = torch::empty(z, dst_opts);
+      const int calls = s.calls;
+      return [src, dst, calls]() mutable {
+        torch::NoGradGuard guard;
+        for (int i = 0; i < calls; ++i) dst.copy_(src);
+      };
+    }
+    case Layout::PerCallTo: {
+      src = random(z);
+      const int calls = s.calls;
+      const auto to = torch_dtype(s.dst_dtype);
+      return [src, calls, to]() {
+        torch::NoGradGuard guard;
+        for (int i = 0; i < calls; ++i) {
+          torch::Tensor out = src.to(to);
+          if (out.data_ptr() == nullptr) std::abort();
+        }
+      };
+    }
+  }
+  return [src, dst]() mutable {
+    torch::NoGradGuard guard;
+    dst.copy_(src);
+  };
+}
+
+void set_torch_threads(int n) { torch::set_num_threads(n); }
+
+const char* torch_version() { return TORCH_VERSION; }
+
+}  // namespace ferry::bench

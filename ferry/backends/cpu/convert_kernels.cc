@@ -1,0 +1,354 @@
+// Vectorized contiguous conversions for the hot dtype pairs, the streaming copy and fill, and the
+// stride-2 gather, compiled once per SIMD target (Highway) and chosen at run time. Each result
+// is bit-for-bit ferry::convert_value's: NaN, rounding and out-of-range rules are spelled out
+// here rather than left to the instruction set.
+#include "ferry/backends/cpu/hwy_targets.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ferry/backends/cpu/convert_kernels.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "ferry/backends/cpu/convert-inl.h"
+#include "ferry/backends/cpu/copy_kernels.h"
+#include "ferry/core/convert.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ferry::cpu::HWY_NAMESPACE {
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+
+template <typename T>
+HWY_INLINE T LoadScalar(const void* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+template <typename T>
+HWY_INLINE void StoreScalar(T v, void* p) {
+  std::memcpy(p, &v, sizeof(T));
+}
+
+// Stores a vector, non-temporally when asked. Stream needs an address aligned to the vector's
+// size and rounds vectors below 16 bytes up to 16, so callers only stream full vectors >= 16 bytes.
+template <class D>
+HWY_INLINE void Put(D d, hn::Vec<D> v, hn::TFromD<D>* p, bool stream) {
+  if (stream) {
+    hn::Stream(v, d, p);
+  } else {
+    hn::StoreU(v, d, p);
+  }
+}
+
+// Elements before dst reaches a 64-byte boundary, or SIZE_MAX when streaming is off or
+// impossible (dst not aligned to its element, or vectors below 16 bytes).
+HWY_INLINE size_t StreamPeel(const void* dst, size_t elem, size_t vector_bytes, bool stream) {
+  const auto addr = reinterpret_cast<uintptr_t>(dst);
+  if (!stream || vector_bytes < 16 || addr % elem != 0) return SIZE_MAX;
+  return ((64 - addr % 64) % 64) / elem;
+}
+
+// The shared loop: `scalar(i)` converts element i, `vec(i)` the `lanes` elements from i (storing
+// with `stream`). With streaming, scalar elements first align dst to 64 bytes. Streaming kernels
+// never fence (a fence per call would stall on every short row): see stream_fence().
+template <class VecFn, class ScalarFn>
+HWY_INLINE void Loop(size_t n, size_t lanes, size_t peel, VecFn vec, ScalarFn scalar) {
+  const bool stream = peel != SIZE_MAX;
+  size_t i = 0;
+  if (stream) {
+    for (; i < peel && i < n; ++i) scalar(i);
+  }
+  for (; i + 2 * lanes <= n; i += 2 * lanes) {
+    vec(i, stream);
+    vec(i + lanes, stream);
+  }
+  for (; i + lanes <= n; i += lanes) vec(i, stream);
+  for (; i < n; ++i) scalar(i);
+}
+
+using Byte = unsigned char;
+
+// One pair: From/To are the storage types (uint16_t for the 16-bit floats), `vec` converts a
+// vector of DFrom lanes to a vector of the same number of To lanes.
+template <typename To, typename From, class DFrom, class VecConvert, class ScalarConvert>
+HWY_INLINE void Run(DFrom dfrom, const void* src_v, void* dst_v, size_t n, bool stream,
+                    VecConvert vec, ScalarConvert scalar) {
+  const hn::Rebind<To, DFrom> dto;
+  const size_t lanes = hn::Lanes(dfrom);
+  const auto* src = static_cast<const Byte*>(src_v);
+  auto* dst = static_cast<Byte*>(dst_v);
+  const size_t peel = StreamPeel(dst, sizeof(To), lanes * sizeof(To), stream);
+  Loop(
+      n, lanes, peel,
+      [&](size_t i, bool s) {
+        const auto in = hn::LoadU(dfrom, reinterpret_cast<const From*>(src + i * sizeof(From)));
+        Put(dto, vec(in), reinterpret_cast<To*>(dst + i * sizeof(To)), s);
+      },
+      [&](size_t i) {
+        StoreScalar<To>(scalar(LoadScalar<From>(src + i * sizeof(From))), dst + i * sizeof(To));
+      });
+}
+
+// x86's truncating conversion result for NaN and out-of-range values: the minimum.
+template <class DI, class DF>
+HWY_INLINE hn::Vec<DI> TruncateToInt(DI di, DF df, hn::Vec<DF> v) {
+  using TI = hn::TFromD<DI>;
+  using TF = hn::TFromD<DF>;
+  constexpr TF kLo = static_cast<TF>(std::numeric_limits<TI>::min());
+  const auto in_range = hn::And(v >= hn::Set(df, kLo), v < hn::Set(df, -kLo));
+  return hn::IfThenElse(hn::RebindMask(di, in_range), hn::ConvertTo(di, v),
+                        hn::Set(di, std::numeric_limits<TI>::min()));
+}
+
+}  // namespace
+
+// The vectorized pairs; false for the others.
+bool ConvertSimd(ScalarType dst_t, ScalarType src_t, void* dst, const void* src, int64_t count,
+                 bool stream) {
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
+  // Emulated vectors gain nothing over the portable loops (which the compiler vectorizes for
+  // the baseline), and their DemoteTo clamps float64 -> float32 overflow to the largest float
+  // instead of giving inf.
+  (void)dst_t, (void)src_t, (void)dst, (void)src, (void)count, (void)stream;
+  return false;
+#else
+  const size_t n = static_cast<size_t>(count);
+  const hn::ScalableTag<float> df;
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df_half;  // as many floats as a vector of doubles
+  const hn::ScalableTag<int32_t> di;
+  const hn::ScalableTag<int64_t> dl;
+  const hn::Rebind<uint8_t, decltype(df)> du8;
+  if (dst_t == kBFloat16 && src_t == kFloat32) {
+    Run<uint16_t, float>(
+        df, src, dst, n, stream, [&](auto v) { return F32ToBF16(df, v); },
+        [](float f) { return float_to_bfloat16_bits(f); });
+  } else if (dst_t == kFloat32 && src_t == kBFloat16) {
+    Run<float, uint16_t>(
+        hn::Rebind<uint16_t, decltype(df)>(), src, dst, n, stream,
+        [&](auto v) { return BF16ToF32(df, v); },
+        [](uint16_t h) { return bfloat16_bits_to_float(h); });
+  } else if (dst_t == kFloat16 && src_t == kFloat32) {
+    Run<uint16_t, float>(
+        df, src, dst, n, stream, [&](auto v) { return F32ToF16(df, v); },
+        [](float f) { return float_to_half_bits(f); });
+  } else if (dst_t == kFloat32 && src_t == kFloat16) {
+    Run<float, uint16_t>(
+        hn::Rebind<uint16_t, decltype(df)>(), src, dst, n, stream,
+        [&](auto v) { return F16ToF32(df, v); }, [](uint16_t h) { return half_bits_to_float(h); });
+  } else if (dst_t == kFloat64 && src_t == kFloat32) {
+    Run<double, float>(
+        df_half, src, dst, n, stream, [&](auto v) { return hn::PromoteTo(dd, v); },
+        [](float f) { return static_cast<double>(f); });
+  } else if (dst_t == kFloat32 && src_t == kFloat64) {
+    Run<float, double>(
+        dd, src, dst, n, stream, [&](auto v) { return hn::DemoteTo(df_half, v); },
+        [](double f) { return static_cast<float>(f); });
+  } else if (dst_t == kFloat32 && src_t == kInt32) {
+    Run<float, int32_t>(
+        di, src, dst, n, stream, [&](auto v) { return hn::ConvertTo(df, v); },
+        [](int32_t x) { return static_cast<float>(x); });
+  } else if (dst_t == kInt32 && src_t == kFloat32) {
+    Run<int32_t, float>(
+        df, src, dst, n, stream, [&](auto v) { return TruncateToInt(di, df, v); },
+        [](float f) { return convert_value<int32_t>(f); });
+  } else if (dst_t == kFloat64 && src_t == kInt64) {
+    Run<double, int64_t>(
+        dl, src, dst, n, stream, [&](auto v) { return hn::ConvertTo(dd, v); },
+        [](int64_t x) { return static_cast<double>(x); });
+  } else if (dst_t == kInt64 && src_t == kFloat64) {
+    Run<int64_t, double>(
+        dd, src, dst, n, stream, [&](auto v) { return TruncateToInt(dl, dd, v); },
+        [](double f) { return convert_value<int64_t>(f); });
+  } else if (dst_t == kFloat32 && (src_t == kUInt8 || src_t == kBool)) {
+    // Bool storage holds 0 or 1, so it widens like uint8.
+    Run<float, uint8_t>(
+        du8, src, dst, n, stream, [&](auto v) { return hn::ConvertTo(df, hn::PromoteTo(di, v)); },
+        [](uint8_t x) { return static_cast<float>(x); });
+  } else {
+    return false;
+  }
+  return true;
+#endif
+}
+
+// memcpy with non-temporal stores: copies the head until dst is 64-byte aligned, then whole
+// vectors, then the tail.
+void CopyStream(void* dst_v, const void* src_v, size_t bytes) {
+  const hn::ScalableTag<uint8_t> d;
+  const size_t lanes = hn::Lanes(d);
+  auto* dst = static_cast<Byte*>(dst_v);
+  const auto* src = static_cast<const Byte*>(src_v);
+  const size_t head = (64 - reinterpret_cast<uintptr_t>(dst) % 64) % 64;
+  if (lanes < 16 || bytes < head + lanes) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  std::memcpy(dst, src, head);
+  size_t i = head;
+  for (; i + 4 * lanes <= bytes; i += 4 * lanes) {
+    const auto v0 = hn::LoadU(d, src + i);
+    const auto v1 = hn::LoadU(d, src + i + lanes);
+    const auto v2 = hn::LoadU(d, src + i + 2 * lanes);
+    const auto v3 = hn::LoadU(d, src + i + 3 * lanes);
+    hn::Stream(v0, d, dst + i);
+    hn::Stream(v1, d, dst + i + lanes);
+    hn::Stream(v2, d, dst + i + 2 * lanes);
+    hn::Stream(v3, d, dst + i + 3 * lanes);
+  }
+  for (; i + lanes <= bytes; i += lanes) hn::Stream(hn::LoadU(d, src + i), d, dst + i);
+  std::memcpy(dst + i, src + i, bytes - i);
+}
+
+// Fills `bytes` at dst with the 64-byte `pattern`, whose byte k belongs at any address equal
+// to dst + k modulo 64.
+void FillPattern(void* dst_v, const void* pattern_v, size_t bytes, bool stream) {
+  const hn::ScalableTag<uint8_t> d;
+  const size_t lanes = hn::Lanes(d);
+  auto* dst = static_cast<Byte*>(dst_v);
+  const auto* pattern = static_cast<const Byte*>(pattern_v);
+  // Doubled, so any 64-byte window of the pattern is contiguous.
+  alignas(64) Byte twice[128];
+  std::memcpy(twice, pattern, 64);
+  std::memcpy(twice + 64, pattern, 64);
+  const size_t head = std::min(bytes, (64 - reinterpret_cast<uintptr_t>(dst) % 64) % 64);
+  for (size_t k = 0; k < head; ++k) dst[k] = pattern[k % 64];
+  // From the aligned address on, byte k of a line belongs at offset (head + k) mod 64.
+  const Byte* window = twice + head % 64;
+  size_t i = head;
+  if (lanes >= 16 && lanes <= 64) {
+    hn::Vec<decltype(d)> v[64 / 16];
+    const size_t per_line = 64 / lanes;
+    for (size_t k = 0; k < per_line; ++k) v[k] = hn::LoadU(d, window + k * lanes);
+    const bool nt = stream && lanes >= 16;
+    for (; i + 64 <= bytes; i += 64) {
+      for (size_t k = 0; k < per_line; ++k) Put(d, v[k], dst + i + k * lanes, nt);
+    }
+  }
+  for (; i < bytes; ++i) dst[i] = window[(i - head) % 64];
+}
+
+// dst[k] = src[2k] for n elements of elem_size bytes (2, 4 or 8).
+bool GatherStride2(size_t elem_size, void* dst_v, const void* src_v, int64_t count, bool stream) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)elem_size, (void)dst_v, (void)src_v, (void)count, (void)stream;
+  return false;  // one lane: nothing to gain over the scalar loop
+#else
+  const size_t n = static_cast<size_t>(count);
+  auto* dst = static_cast<Byte*>(dst_v);
+  const auto* src = static_cast<const Byte*>(src_v);
+  auto run = [&](auto d) {
+    using T = hn::TFromD<decltype(d)>;
+    const size_t lanes = hn::Lanes(d);
+    const size_t peel = StreamPeel(dst, sizeof(T), lanes * sizeof(T), stream);
+    auto scalar = [&](size_t i) {
+      std::memcpy(dst + i * sizeof(T), src + 2 * i * sizeof(T), sizeof(T));
+    };
+    // A vector pair at i also reads the odd element after the last one it keeps, so the final
+    // element is left to the scalar tail: the run may end exactly at the end of memory.
+    Loop(
+        n - 1, lanes, peel,
+        [&](size_t i, bool s) {
+          const T* p = reinterpret_cast<const T*>(src + 2 * i * sizeof(T));
+          const auto lo = hn::LoadU(d, p);
+          const auto hi = hn::LoadU(d, p + lanes);
+          Put(d, hn::ConcatEven(d, hi, lo), reinterpret_cast<T*>(dst + i * sizeof(T)), s);
+        },
+        scalar);
+    scalar(n - 1);
+  };
+  if (n == 0) return true;
+  switch (elem_size) {
+    case 2:
+      run(hn::ScalableTag<uint16_t>());
+      return true;
+    case 4:
+      run(hn::ScalableTag<uint32_t>());
+      return true;
+    case 8:
+      run(hn::ScalableTag<uint64_t>());
+      return true;
+    default:
+      return false;
+  }
+#endif
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+void StreamFence() { hwy::FlushStream(); }
+
+}  // namespace ferry::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ferry::cpu {
+
+HWY_EXPORT(ConvertSimd);
+HWY_EXPORT(CopyStream);
+HWY_EXPORT(FillPattern);
+HWY_EXPORT(GatherStride2);
+HWY_EXPORT(TargetName);
+HWY_EXPORT(StreamFence);
+
+namespace kernels {
+
+bool convert_simd(ScalarType dst_t, ScalarType src_t, void* dst, const void* src, int64_t n,
+                  bool stream) {
+  return HWY_DYNAMIC_DISPATCH(ConvertSimd)(dst_t, src_t, dst, src, n, stream);
+}
+
+void copy_bytes(void* dst, const void* src, size_t bytes, bool stream) {
+  if (stream) {
+    HWY_DYNAMIC_DISPATCH(CopyStream)(dst, src, bytes);
+  } else if (bytes != 0) {
+    std::memcpy(dst, src, bytes);
+  }
+}
+
+void fill_contiguous(void* dst, const void* value, size_t elem_size, int64_t n, bool stream) {
+  if (n <= 0) return;
+  const size_t bytes = static_cast<size_t>(n) * elem_size;
+  if (bytes <= 64) {
+    for (int64_t k = 0; k < n; ++k)
+      std::memcpy(static_cast<char*>(dst) + k * elem_size, value, elem_size);
+    return;
+  }
+  alignas(64) unsigned char pattern[64];
+  for (size_t k = 0; k < 64; k += elem_size) std::memcpy(pattern + k, value, elem_size);
+  HWY_DYNAMIC_DISPATCH(FillPattern)(dst, pattern, bytes, stream);
+}
+
+bool gather_stride2_simd(size_t elem_size, void* dst, const void* src, int64_t n, bool stream) {
+  return HWY_DYNAMIC_DISPATCH(GatherStride2)(elem_size, dst, src, n, stream);
+}
+
+namespace {
+std::atomic<const char*> g_target_name{nullptr};
+}  // namespace
+
+const char* dispatch_target_name() {
+  const char* name = g_target_name.load(std::memory_order_relaxed);
+  if (name == nullptr) {
+    name = HWY_DYNAMIC_DISPATCH(TargetName)();
+    g_target_name.store(name, std::memory_order_relaxed);
+  }
+  return name;
+}
+
+void forget_dispatch_target() { g_target_name.store(nullptr, std::memory_order_relaxed); }
+
+void stream_fence() { HWY_DYNAMIC_DISPATCH(StreamFence)(); }
+
+}  // namespace kernels
+}  // namespace ferry::cpu
+#endif  // HWY_ONCE

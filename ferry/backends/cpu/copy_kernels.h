@@ -1,0 +1,111 @@
+// The CPU copy kernels behind run_copy (internal to ferry/backends/cpu): contiguous conversion,
+// streaming copy and fill, tile transposes, gathers and strided runs. Every kernel stores exactly
+// ferry::convert_value's bits, then applies conj/neg as described below. Pointers need no
+// alignment, not even to the element size. No Highway types here: the SIMD code is private.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ferry/core/scalar_type.h"
+
+namespace ferry::cpu::kernels {
+
+// Note [conj and neg]: applied after the conversion, in the destination dtype. conj flips the
+// sign of a complex value's imaginary part and is a no-op on real dtypes. neg is IEEE negation
+// on floating dtypes (the sign bit flips, NaNs included, so it is exact and never rounds),
+// two's-complement negation with wrap-around on integers, and a no-op on bool (-true is true).
+struct ConjNeg {
+  bool conj = false;
+  bool neg = false;
+  bool any() const { return conj || neg; }
+};
+
+// Whether conj/neg change anything for values of dtype `t`.
+inline ConjNeg effective_conj_neg(ScalarType t, bool conj, bool neg) {
+  return ConjNeg{conj && is_complex(t), neg && t != kBool};
+}
+
+// Applies conj/neg in place to n contiguous elements of dtype t.
+void apply_conj_neg(ScalarType t, void* data, int64_t n, ConjNeg flags);
+
+// Note [streaming stores]: a `stream` argument asks for non-temporal stores of the output, worth
+// it for outputs much larger than the caches (they skip reading dst lines in first). Kernels do
+// not fence them; whoever hands the output to another thread calls stream_fence() first.
+void stream_fence();
+
+// dst[0..n) = convert(src[0..n)), both contiguous, then conj/neg; `stream` as above.
+void convert_contiguous(ScalarType dst_t, ScalarType src_t, void* dst, const void* src, int64_t n,
+                        ConjNeg flags = {}, bool stream = false);
+
+// The vectorized subset of convert_contiguous (no conj/neg); false (nothing written) when the
+// pair has no SIMD kernel on this target.
+bool convert_simd(ScalarType dst_t, ScalarType src_t, void* dst, const void* src, int64_t n,
+                  bool stream);
+
+// memcpy, with non-temporal stores when `stream`.
+void copy_bytes(void* dst, const void* src, size_t bytes, bool stream);
+
+// Writes n copies of the elem_size-byte value at `value` to contiguous dst (elem_size in
+// {1, 2, 4, 8, 16}), with non-temporal stores when `stream`.
+void fill_contiguous(void* dst, const void* value, size_t elem_size, int64_t n, bool stream);
+
+// One run along a dimension: dst[k * dst_stride] = convert(src[k * src_stride]) for k < n,
+// strides in bytes (src_stride may be 0). Handles every case; fast when one side is contiguous.
+// `stream` applies to a contiguous dst.
+void strided_run(ScalarType dst_t, ScalarType src_t, char* dst, int64_t dst_stride, const char* src,
+                 int64_t src_stride, int64_t n, ConjNeg flags, bool stream = false);
+
+// Same dtype, contiguous dst, src every second element: n elements. False when not vectorized.
+bool gather_stride2_simd(size_t elem_size, void* dst, const void* src, int64_t n, bool stream);
+
+// --- Transposes ------------------------------------------------------------------------------
+// A rectangle of `rows` x `cols` elements: element (i, j) is read at src + i * src_row_stride +
+// j * src_elem and written at dst + j * dst_row_stride + i * dst_elem. So src is contiguous
+// along j, dst along i.
+enum class TransposeOp : int8_t {
+  kNone = -1,
+  kCopy1,  // same dtype, by element size
+  kCopy2,
+  kCopy4,
+  kCopy8,
+  kF32ToBF16,
+  kF32ToF16,
+  kBF16ToF32,
+  kF16ToF32,
+};
+
+// The fused op for a dtype pair (kNone: transpose src elements, then convert).
+TransposeOp transpose_op(ScalarType dst_t, ScalarType src_t);
+// The op moving elements of `size` bytes unchanged (kNone for 16).
+TransposeOp transpose_copy_op(size_t elem_size);
+
+struct TransposeRect {
+  const char* src = nullptr;
+  char* dst = nullptr;
+  int64_t rows = 0;  // along i, a multiple of the tile size
+  int64_t cols = 0;  // along j, a multiple of the tile size
+  int64_t src_row_stride = 0;
+  int64_t dst_row_stride = 0;
+  TransposeOp op = TransposeOp::kNone;
+  // Non-temporal stores of whole 64-byte lines: the caller guarantees dst is 64-byte aligned,
+  // dst_row_stride a multiple of 64, rows a multiple of transpose_stream_rows(op) and cols of
+  // transpose_stream_cols(op).
+  bool stream = false;
+};
+
+// The register tile edge (in elements) of `op` on the current SIMD target; 0 if not vectorized.
+int transpose_tile(TransposeOp op);
+// The rows (along i) a streaming rectangle must be a multiple of: tiles grouped so that each
+// dst row gets whole 64-byte lines. 0 if not vectorized.
+int transpose_stream_rows(TransposeOp op);
+int transpose_stream_cols(TransposeOp op);
+// Transposes the rectangle tile by tile (rows and cols multiples of transpose_tile(op)).
+void transpose_tiles(const TransposeRect& rect);
+
+// The SIMD target the kernels dispatch to now ("AVX3", "AVX2", "SSE4", "EMU128", ...). Cached:
+// after changing the target (set_simd_target), call forget_dispatch_target().
+const char* dispatch_target_name();
+void forget_dispatch_target();
+
+}  // namespace ferry::cpu::kernels

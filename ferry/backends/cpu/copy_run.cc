@@ -1,0 +1,273 @@
+// run_copy: executes a CopyPlan. Row kernels walk dst's dim 0 in runs; the transpose walks
+// strips of (dim 0 x src's contiguous dim), register tiles inside, conversion folded in or done
+// from an L1 buffer, edges as strided runs. Work is split in contiguous ranges across
+// plan.threads chunks; with one chunk the thread pool is never touched.
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+#include "ferry/backends/cpu/copy_kernels.h"
+#include "ferry/backends/cpu/copy_plan.h"
+#include "ferry/backends/cpu/copy_tuning.h"
+#include "ferry/core/error.h"
+#include "ferry/iter/parallel.h"
+
+namespace ferry::cpu {
+namespace {
+
+using kernels::ConjNeg;
+using kernels::TransposeOp;
+
+// Elements [lo, hi) of the problem in dst's order (dim 0 fastest), as runs along dim 0.
+void run_rows(const CopyProblem& p, CopyKernelKind kind, ConjNeg flags, bool stream, int64_t lo,
+              int64_t hi) {
+  const int nd = p.ndim();
+  if (nd == 0) {
+    kernels::strided_run(p.dst_dtype, p.src_dtype, p.dst, 0, p.src, 0, 1, flags);
+    return;
+  }
+  const int64_t n0 = p.sizes[0];
+  const int64_t dst0 = p.dst_strides[0];
+  const int64_t src0 = p.src_strides[0];
+  const auto elem = static_cast<int64_t>(element_size(p.dst_dtype));
+  DimVector idx(static_cast<size_t>(nd), 0);  // inline up to kInlineDims: no allocation
+  int64_t row = lo / n0;
+  int64_t col = lo % n0;
+  char* dst = p.dst + col * dst0;
+  const char* src = p.src + col * src0;
+  for (int d = 1; d < nd; ++d) {
+    idx[d] = row % p.sizes[d];
+    row /= p.sizes[d];
+    dst += idx[d] * p.dst_strides[d];
+    src += idx[d] * p.src_strides[d];
+  }
+  for (int64_t remaining = hi - lo;;) {
+    const int64_t m = std::min(n0 - col, remaining);
+    if (kind == CopyKernelKind::Memcpy) {
+      kernels::copy_bytes(dst, src, static_cast<size_t>(m * elem), stream);
+    } else {
+      kernels::strided_run(p.dst_dtype, p.src_dtype, dst, dst0, src, src0, m, flags, stream);
+    }
+    remaining -= m;
+    if (remaining == 0) return;
+    dst -= col * dst0;
+    src -= col * src0;
+    col = 0;
+    for (int d = 1; d < nd; ++d) {  // odometer over the outer dims
+      dst += p.dst_strides[d];
+      src += p.src_strides[d];
+      if (++idx[d] < p.sizes[d]) break;
+      dst -= p.sizes[d] * p.dst_strides[d];
+      src -= p.sizes[d] * p.src_strides[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+// A transpose over dims 0 (i: dst contiguous) and k (j: src contiguous); other dims are outer.
+struct Transpose {
+  const CopyProblem& p;
+  ConjNeg flags;
+  int k = 0;
+  int64_t rows = 0, cols = 0;    // M (along i) and K (along j)
+  int64_t src_i = 0, dst_j = 0;  // the strided side of each operand, bytes
+  int64_t dst_size = 0, src_size = 0;
+  int64_t block_rows = 0, block_cols = 0;
+  TransposeOp op = TransposeOp::kNone;  // tile op: fused conversion, or a copy of src elements
+  bool fused = false;                   // op writes dst's dtype (else a conversion follows)
+  int64_t tile = 0;
+  int64_t stream_rows = 0;  // direct streaming: rows and columns per step (whole lines)
+  int64_t stream_cols = 0;
+  bool stream = false;
+  bool direct = false;  // tiles store straight to dst (else through the L1 buffer)
+  int64_t row_blocks = 0, col_groups = 1, outer = 1;
+  bool rows_outermost = false;  // loop order, see run()
+
+  static constexpr size_t kBufferBytes = tuning::kTransposeBufferBytes;
+
+  void block(char* dst, const char* src, int64_t bi, int64_t bj) const {
+    alignas(64) char buffer[kBufferBytes];
+    const int64_t tile_i = direct && stream ? stream_rows : tile;
+    const int64_t tile_j = direct && stream ? stream_cols : tile;
+    const int64_t bi_t = tile > 0 ? bi / tile_i * tile_i : 0;
+    const int64_t bj_t = tile > 0 ? bj / tile_j * tile_j : 0;
+    int64_t done_i = bi_t;  // rows [0, done_i) x cols [0, done_j) come from the tiles
+    int64_t done_j = bj_t;
+    if (fused) {
+      if (bi_t > 0 && bj_t > 0) {
+        if (direct) {
+          kernels::transpose_tiles({src, dst, bi_t, bj_t, src_i, dst_j, op, stream});
+        } else {
+          const int64_t row_bytes = bi_t * dst_size;
+          kernels::transpose_tiles({src, buffer, bi_t, bj_t, src_i, row_bytes, op, false});
+          for (int64_t j = 0; j < bj_t; ++j) {
+            kernels::copy_bytes(dst + j * dst_j, buffer + j * row_bytes,
+                                static_cast<size_t>(row_bytes), stream);
+          }
+        }
+      }
+    } else {
+      // Transpose src elements into the buffer (dst's layout, src's dtype), then convert rows.
+      if (tile == 0) {
+        done_i = bi;
+        done_j = bj;
+        for (int64_t j = 0; j < bj; ++j) {
+          kernels::strided_run(p.src_dtype, p.src_dtype, buffer + j * bi * src_size, src_size,
+                               src + j * src_size, src_i, bi, {});
+        }
+      } else if (bi_t > 0 && bj_t > 0) {
+        kernels::transpose_tiles({src, buffer, bi_t, bj_t, src_i, bi_t * src_size, op, false});
+      }
+      if (done_i > 0) {
+        for (int64_t j = 0; j < done_j; ++j) {
+          kernels::convert_contiguous(p.dst_dtype, p.src_dtype, dst + j * dst_j,
+                                      buffer + j * done_i * src_size, done_i, flags, stream);
+        }
+      }
+    }
+    // Edges: the rows below the tiles (all columns), then the columns right of them.
+    for (int64_t i = done_i; i < bi; ++i) {
+      kernels::strided_run(p.dst_dtype, p.src_dtype, dst + i * dst_size, dst_j, src + i * src_i,
+                           src_size, bj, flags);
+    }
+    for (int64_t j = done_j; j < bj; ++j) {
+      kernels::strided_run(p.dst_dtype, p.src_dtype, dst + j * dst_j, dst_size, src + j * src_size,
+                           src_i, done_i, flags);
+    }
+  }
+
+  int64_t units() const { return outer * row_blocks * col_groups; }
+
+  // Units [lo, hi): unit = (row block, outer index, column group). Normally the outer index is
+  // slowest. When every outer dim lies inside src's rows (src stride below src_i, as the middle
+  // dim of permute(2, 1, 0)), the row block is slowest instead: a strip of src rows is then read
+  // sequentially through all the outer dims (each row's whole plane) before the next strip.
+  void run(int64_t lo, int64_t hi) const {
+    const int64_t col_blocks = (cols + block_cols - 1) / block_cols;
+    const int64_t blocks_per_group = (col_blocks + col_groups - 1) / col_groups;
+    for (int64_t u = lo; u < hi; ++u) {
+      const int64_t rest = u / col_groups;
+      const int64_t cg = u % col_groups;
+      const int64_t rb = rows_outermost ? rest / outer : rest % row_blocks;
+      int64_t o = rows_outermost ? rest % outer : rest / row_blocks;
+      char* dst = p.dst;
+      const char* src = p.src;
+      for (int d = 1; d < p.ndim(); ++d) {
+        if (d == k) continue;
+        const int64_t id = o % p.sizes[d];
+        o /= p.sizes[d];
+        dst += id * p.dst_strides[d];
+        src += id * p.src_strides[d];
+      }
+      const int64_t i0 = rb * block_rows;
+      const int64_t bi = std::min(block_rows, rows - i0);
+      const int64_t cb_end = std::min(col_blocks, (cg + 1) * blocks_per_group);
+      for (int64_t cb = cg * blocks_per_group; cb < cb_end; ++cb) {
+        const int64_t j0 = cb * block_cols;
+        block(dst + i0 * dst_size + j0 * dst_j, src + i0 * src_i + j0 * src_size, bi,
+              std::min(block_cols, cols - j0));
+      }
+    }
+  }
+};
+
+Transpose make_transpose(const CopyProblem& p, const CopyPlan& plan, ConjNeg flags, bool stream) {
+  Transpose t{p, flags};
+  t.k = plan.src_fast_dim;
+  t.rows = p.sizes[0];
+  t.cols = p.sizes[t.k];
+  t.src_i = p.src_strides[0];
+  t.dst_j = p.dst_strides[t.k];
+  t.dst_size = static_cast<int64_t>(element_size(p.dst_dtype));
+  t.src_size = static_cast<int64_t>(element_size(p.src_dtype));
+  t.block_rows = plan.block_rows;
+  t.block_cols = plan.block_cols;
+  t.op = kernels::transpose_op(p.dst_dtype, p.src_dtype);
+  t.fused = t.op != TransposeOp::kNone && !flags.any();
+  if (!t.fused) t.op = kernels::transpose_copy_op(static_cast<size_t>(t.src_size));
+  t.tile = kernels::transpose_tile(t.op);
+  if (t.tile == 0 && t.fused) {  // no vector tiles on this target: convert from the buffer
+    t.fused = false;
+    t.op = kernels::transpose_copy_op(static_cast<size_t>(t.src_size));
+    t.tile = kernels::transpose_tile(t.op);
+  }
+  t.stream = stream;
+  // Streaming straight from the tiles needs every block's dst rows to start on a cache line
+  // (else the rows go through the buffer and a streaming copy that peels to the boundary).
+  t.stream_rows = kernels::transpose_stream_rows(t.op);
+  t.stream_cols = kernels::transpose_stream_cols(t.op);
+  bool aligned = reinterpret_cast<uintptr_t>(p.dst) % 64 == 0 && t.dst_j % 64 == 0 &&
+                 t.stream_rows > 0 && t.block_rows % t.stream_rows == 0 &&
+                 t.block_rows * t.dst_size % 64 == 0;
+  for (int d = 1; d < p.ndim(); ++d) aligned = aligned && p.dst_strides[d] % 64 == 0;
+  t.direct = t.fused && (!stream || aligned);
+  FERRY_CHECK(t.block_rows > 0 && t.block_cols > 0 &&
+                  (t.direct || t.block_rows * t.block_cols * std::max(t.dst_size, t.src_size) <=
+                                   static_cast<int64_t>(Transpose::kBufferBytes)),
+              "run_copy: transpose block ", t.block_rows, "x", t.block_cols,
+              " does not fit the kernel's buffer");
+  t.row_blocks = (t.rows + t.block_rows - 1) / t.block_rows;
+  t.rows_outermost = true;
+  for (int d = 1; d < p.ndim(); ++d) {
+    if (d == t.k) continue;
+    t.outer *= p.sizes[d];
+    t.rows_outermost = t.rows_outermost && std::abs(p.src_strides[d]) < std::abs(t.src_i);
+  }
+  t.rows_outermost = t.rows_outermost && t.outer > 1;
+  // Too few (outer x row block) units to share among the threads: split the columns too.
+  if (t.outer * t.row_blocks < 4 * plan.threads) {
+    t.col_groups = std::min<int64_t>((t.cols + t.block_cols - 1) / t.block_cols, 4 * plan.threads);
+  }
+  return t;
+}
+
+template <class Body>
+void split(int threads, int64_t total, const Body& body) {
+  if (threads <= 1 || total <= 1) {
+    body(0, total);
+    return;
+  }
+  const int64_t chunks = std::min<int64_t>(threads, total);
+  parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) body(c * total / chunks, (c + 1) * total / chunks);
+  });
+}
+
+}  // namespace
+
+void run_copy(const CopyProblem& p, const CopyPlan& plan) {
+  const int64_t numel = p.numel();
+  if (numel == 0) return;
+  const ConjNeg flags = kernels::effective_conj_neg(p.dst_dtype, p.conj, p.neg);
+  const bool stream = !flags.any() && numel * static_cast<int64_t>(element_size(p.dst_dtype)) >=
+                                          tuning::kStreamMinBytes;
+  if (plan.kind == CopyKernelKind::Transpose) {
+    FERRY_CHECK(plan.src_fast_dim > 0 && plan.src_fast_dim < p.ndim(),
+                "run_copy: a Transpose plan needs src_fast_dim in [1, ", p.ndim(), "), but got ",
+                plan.src_fast_dim);
+    const Transpose t = make_transpose(p, plan, flags, stream);
+    split(plan.threads, t.units(), [&](int64_t lo, int64_t hi) {
+      t.run(lo, hi);
+      if (stream) kernels::stream_fence();  // Note [streaming stores]
+    });
+    return;
+  }
+  // One contiguous run on this thread: straight to the kernel (the per-call cost of small copies).
+  if (p.ndim() <= 1 && plan.threads <= 1 &&
+      (plan.kind == CopyKernelKind::Memcpy || plan.kind == CopyKernelKind::Convert)) {
+    if (plan.kind == CopyKernelKind::Memcpy) {
+      kernels::copy_bytes(p.dst, p.src, static_cast<size_t>(numel) * element_size(p.dst_dtype),
+                          stream);
+    } else {
+      kernels::convert_contiguous(p.dst_dtype, p.src_dtype, p.dst, p.src, numel, flags, stream);
+    }
+    if (stream) kernels::stream_fence();
+    return;
+  }
+  split(plan.threads, numel, [&](int64_t lo, int64_t hi) {
+    run_rows(p, plan.kind, flags, stream, lo, hi);
+    if (stream) kernels::stream_fence();
+  });
+}
+
+}  // namespace ferry::cpu

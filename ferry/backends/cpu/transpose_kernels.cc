@@ -1,0 +1,362 @@
+// Register-tile transposes, compiled once per SIMD target (Highway) and chosen at run time: a
+// square tile of N vectors of N lanes is transposed by log2(N) stages of block swaps, with the
+// float32 <-> bfloat16/half conversions folded in. Stored bits equal ferry::convert_value's.
+#include "ferry/backends/cpu/hwy_targets.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ferry/backends/cpu/transpose_kernels.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "ferry/backends/cpu/convert-inl.h"
+#include "ferry/backends/cpu/copy_kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ferry::cpu::HWY_NAMESPACE {
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+using kernels::TransposeOp;
+using kernels::TransposeRect;
+using Byte = unsigned char;
+
+// Tiles need several lanes, known at compile time: not on HWY_SCALAR (GCC < 12.3's baseline,
+// where the transposes use the portable path) nor on scalable vectors.
+#undef FERRY_CPU_TILES
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+#define FERRY_CPU_TILES 1
+#else
+#define FERRY_CPU_TILES 0
+#endif
+
+#if FERRY_CPU_TILES
+
+// Tiles of at most 16 rows: 16 registers hold one on AVX-512 (32 registers), 8 on AVX2 and
+// SSE4 (16 registers), leaving room for the shuffles' temporaries.
+#if HWY_TARGET <= HWY_AVX3
+constexpr size_t kMaxTile = 16;
+#else
+constexpr size_t kMaxTile = 8;
+#endif
+
+// Swaps the off-diagonal kUnit-byte blocks of rows a and b: afterwards a holds, in every
+// 2*kUnit-byte segment, a's first half then b's first half, and b holds a's second half then
+// b's second half. Applied for kUnit = half the vector down to one lane, this transposes.
+template <size_t kUnit, class D>
+HWY_INLINE void SwapBlocks(D d, hn::Vec<D>& a, hn::Vec<D>& b) {
+  constexpr size_t kBytes = hn::MaxLanes(D()) * sizeof(hn::TFromD<D>);
+  if constexpr (kUnit >= 16 && 2 * kUnit == kBytes) {
+    const auto lo = hn::ConcatLowerLower(d, b, a);
+    b = hn::ConcatUpperUpper(d, b, a);
+    a = lo;
+  } else if constexpr (kUnit == 16) {  // 128-bit blocks of a 512-bit vector
+    const auto lo = hn::OddEvenBlocks(hn::SwapAdjacentBlocks(b), a);
+    b = hn::OddEvenBlocks(b, hn::SwapAdjacentBlocks(a));
+    a = lo;
+  } else if constexpr (kUnit == 8) {
+    const hn::Repartition<uint64_t, D> d64;
+    const auto a64 = hn::BitCast(d64, a);
+    const auto b64 = hn::BitCast(d64, b);
+    a = hn::BitCast(d, hn::InterleaveLower(d64, a64, b64));
+    b = hn::BitCast(d, hn::InterleaveUpper(d64, a64, b64));
+  } else {
+    // Units of 4, 2 or 1 bytes: shift within lanes twice as wide, then take odd/even units.
+    using Narrow = hwy::UnsignedFromSize<kUnit>;
+    using Wide = hwy::UnsignedFromSize<2 * kUnit>;
+    const hn::Repartition<Narrow, D> dn;
+    const hn::Repartition<Wide, D> dw;
+    const auto new_a = hn::OddEven(hn::BitCast(dn, hn::ShiftLeft<8 * kUnit>(hn::BitCast(dw, b))),
+                                   hn::BitCast(dn, a));
+    const auto new_b = hn::OddEven(hn::BitCast(dn, b),
+                                   hn::BitCast(dn, hn::ShiftRight<8 * kUnit>(hn::BitCast(dw, a))));
+    a = hn::BitCast(d, new_a);
+    b = hn::BitCast(d, new_b);
+  }
+}
+
+// f(integral_constant<size_t, k>) for k = 0..kN-1, unrolled: the tile must stay in registers.
+template <size_t... kK, class F>
+HWY_INLINE void Unrolled(std::index_sequence<kK...>, F&& f) {
+  (f(std::integral_constant<size_t, kK>()), ...);
+}
+
+template <size_t kHalf, class D, size_t kN>
+HWY_INLINE void TransposeStages(D d, hn::Vec<D> (&v)[kN]) {
+  if constexpr (kHalf >= 1) {
+    constexpr size_t kUnit = kHalf * sizeof(hn::TFromD<D>);
+    Unrolled(std::make_index_sequence<kN>(), [&](auto r) {
+      if constexpr ((r() & kHalf) == 0) SwapBlocks<kUnit>(d, v[r()], v[r() + kHalf]);
+    });
+    TransposeStages<kHalf / 2>(d, v);
+  }
+}
+
+// v[r] holds row r of an N x N tile (N = lanes); afterwards v[c] holds column c.
+template <class D, size_t kN>
+HWY_INLINE void TransposeSquare(D d, hn::Vec<D> (&v)[kN]) {
+  static_assert(kN == hn::MaxLanes(D()), "a square tile: one vector per lane");
+  TransposeStages<kN / 2>(d, v);
+}
+
+template <class D>
+HWY_INLINE void Put(D d, hn::Vec<D> v, Byte* p, bool stream) {
+  using T = hn::TFromD<D>;
+  if (stream) {
+    hn::Stream(v, d, reinterpret_cast<T*>(p));
+  } else {
+    hn::StoreU(v, d, reinterpret_cast<T*>(p));
+  }
+}
+
+// Same element type on both sides: lanes of kSize bytes moved unchanged.
+template <size_t kSize>
+struct CopyOp {
+  using T = hwy::UnsignedFromSize<kSize>;
+  using D = hn::CappedTag<T, kMaxTile>;
+  static constexpr size_t kSrcSize = kSize;
+  static constexpr size_t kDstSize = kSize;
+  static HWY_INLINE hn::Vec<D> Load(const Byte* p) {
+    return hn::LoadU(D(), reinterpret_cast<const T*>(p));
+  }
+  static HWY_INLINE void Store(hn::Vec<D> v, Byte* p, bool stream) { Put(D(), v, p, stream); }
+};
+
+// float32 tiles read from or written as 16-bit floats; the transpose runs on the float32 lanes.
+using F32Tag = hn::CappedTag<float, kMaxTile>;
+using U16Tag = hn::Rebind<uint16_t, F32Tag>;
+
+template <bool kBFloat16>
+struct FromF32Op {
+  using D = F32Tag;
+  static constexpr size_t kSrcSize = 4;
+  static constexpr size_t kDstSize = 2;
+  static HWY_INLINE hn::Vec<D> Load(const Byte* p) {
+    return hn::LoadU(D(), reinterpret_cast<const float*>(p));
+  }
+  static HWY_INLINE void Store(hn::Vec<D> v, Byte* p, bool stream) {
+    if constexpr (kBFloat16) {
+      Put(U16Tag(), F32ToBF16(D(), v), p, stream);
+    } else {
+      Put(U16Tag(), F32ToF16(D(), v), p, stream);
+    }
+  }
+};
+
+template <bool kBFloat16>
+struct ToF32Op {
+  using D = F32Tag;
+  static constexpr size_t kSrcSize = 2;
+  static constexpr size_t kDstSize = 4;
+  static HWY_INLINE hn::Vec<D> Load(const Byte* p) {
+    const auto h = hn::LoadU(U16Tag(), reinterpret_cast<const uint16_t*>(p));
+    if constexpr (kBFloat16) {
+      return BF16ToF32(D(), h);
+    } else {
+      return F16ToF32(D(), h);
+    }
+  }
+  static HWY_INLINE void Store(hn::Vec<D> v, Byte* p, bool stream) { Put(D(), v, p, stream); }
+};
+
+template <class Op>
+HWY_INLINE void TransposeTile(const Byte* src, int64_t src_stride, Byte* dst, int64_t dst_stride,
+                              bool stream) {
+  using D = typename Op::D;
+  constexpr size_t kN = hn::MaxLanes(D());
+  const D d;
+  hn::Vec<D> v[kN];
+  Unrolled(std::make_index_sequence<kN>(),
+           [&](auto r) { v[r()] = Op::Load(src + static_cast<int64_t>(r()) * src_stride); });
+  TransposeSquare(d, v);
+  Unrolled(std::make_index_sequence<kN>(), [&](auto c) {
+    Op::Store(v[c()], dst + static_cast<int64_t>(c()) * dst_stride, stream);
+  });
+}
+
+// Streams one 64-byte line per row from an L1 scratch of kRows lines to dst rows dst_stride apart.
+template <size_t kRows>
+HWY_INLINE void StreamLines(const Byte* scratch, Byte* dst, int64_t dst_stride) {
+  const hn::CappedTag<uint8_t, 64> d;
+  constexpr size_t kLanes = hn::MaxLanes(d);
+  static_assert(64 % kLanes == 0, "whole vectors per line");
+  for (size_t c = 0; c < kRows; ++c) {
+    for (size_t k = 0; k < 64; k += kLanes) {
+      hn::Stream(hn::Load(d, scratch + c * 64 + k), d,
+                 dst + static_cast<int64_t>(c) * dst_stride + static_cast<int64_t>(k));
+    }
+  }
+}
+
+// How a streaming step groups tiles: kRows tiles along i make whole 64-byte dst lines, kCols
+// tiles along j read whole 64-byte src lines one right after the other (rows of a strip are a
+// multiple of 4 KiB apart, so they compete for the same L1 set: a half-read line would be gone
+// before the next tile came back for its other half).
+template <class Op>
+struct Grouping {
+  static constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(typename Op::D()));
+  static constexpr int64_t kDstRowBytes = kN * static_cast<int64_t>(Op::kDstSize);
+  static constexpr int64_t kSrcRowBytes = kN * static_cast<int64_t>(Op::kSrcSize);
+  static constexpr int64_t kRows = kDstRowBytes >= 64 ? 1 : 64 / kDstRowBytes;
+  static constexpr int64_t kCols = kSrcRowBytes >= 64 ? 1 : 64 / kSrcRowBytes;
+};
+
+// Rows (i) outer, columns (j) inner: src is read along its rows, dst written a tile row at a
+// time. When streaming, tiles are grouped (Grouping) in an L1 scratch of whole dst lines first,
+// so that every non-temporal store writes a whole line: a partial line would cost a
+// read-modify-write in memory.
+template <class Op>
+void Tiles(const TransposeRect& r) {
+  using G = Grouping<Op>;
+  constexpr int64_t kN = G::kN;
+  const auto* src = reinterpret_cast<const Byte*>(r.src);
+  auto* dst = reinterpret_cast<Byte*>(r.dst);
+  const int64_t src_step = static_cast<int64_t>(Op::kSrcSize);
+  const int64_t dst_step = static_cast<int64_t>(Op::kDstSize);
+  static_assert(G::kDstRowBytes <= 64, "a tile row fits in a line");
+  // Whole dst lines per tile row: stream straight from the registers. The j-inner order then
+  // already reads both halves of a src line back to back.
+  if (G::kRows == 1 || !r.stream) {
+    for (int64_t i = 0; i < r.rows; i += kN) {
+      for (int64_t j = 0; j < r.cols; j += kN) {
+        TransposeTile<Op>(src + i * r.src_row_stride + j * src_step, r.src_row_stride,
+                          dst + j * r.dst_row_stride + i * dst_step, r.dst_row_stride, r.stream);
+      }
+    }
+    return;
+  }
+  alignas(64) Byte scratch[kN * G::kCols * 64];  // kN * kCols dst lines
+  for (int64_t i = 0; i < r.rows; i += kN * G::kRows) {
+    for (int64_t j = 0; j < r.cols; j += kN * G::kCols) {
+      for (int64_t g = 0; g < G::kRows; ++g) {
+        for (int64_t c = 0; c < G::kCols; ++c) {
+          TransposeTile<Op>(src + (i + g * kN) * r.src_row_stride + (j + c * kN) * src_step,
+                            r.src_row_stride, scratch + c * kN * 64 + g * G::kDstRowBytes, 64,
+                            false);
+        }
+      }
+      StreamLines<static_cast<size_t>(kN * G::kCols)>(
+          scratch, dst + j * r.dst_row_stride + i * dst_step, r.dst_row_stride);
+    }
+  }
+}
+
+template <class Op>
+constexpr int TileOf() {
+  return static_cast<int>(hn::MaxLanes(typename Op::D()));
+}
+
+template <class Op>
+constexpr int RowBytesOf() {
+  return TileOf<Op>() * static_cast<int>(Op::kDstSize);
+}
+
+// Columns (along j) one streaming step covers.
+template <class Op>
+constexpr int StreamColsOf() {
+  using G = Grouping<Op>;
+  return static_cast<int>(G::kRows == 1 ? G::kN : G::kN * G::kCols);
+}
+
+// Rows (along i) one streaming step covers: enough tiles for whole 64-byte lines.
+template <class Op>
+constexpr int StreamRowsOf() {
+  return RowBytesOf<Op>() >= 64 ? TileOf<Op>() : 64 / static_cast<int>(Op::kDstSize);
+}
+
+// Calls fn.template operator()<Op>() for a runtime op; returns fallback for kNone.
+template <class R, class Fn>
+HWY_INLINE R VisitOp(TransposeOp op, R fallback, Fn&& fn) {
+  switch (op) {
+    case TransposeOp::kCopy1:
+      return fn.template operator()<CopyOp<1>>();
+    case TransposeOp::kCopy2:
+      return fn.template operator()<CopyOp<2>>();
+    case TransposeOp::kCopy4:
+      return fn.template operator()<CopyOp<4>>();
+    case TransposeOp::kCopy8:
+      return fn.template operator()<CopyOp<8>>();
+    case TransposeOp::kF32ToBF16:
+      return fn.template operator()<FromF32Op<true>>();
+    case TransposeOp::kF32ToF16:
+      return fn.template operator()<FromF32Op<false>>();
+    case TransposeOp::kBF16ToF32:
+      return fn.template operator()<ToF32Op<true>>();
+    case TransposeOp::kF16ToF32:
+      return fn.template operator()<ToF32Op<false>>();
+    case TransposeOp::kNone:
+      break;
+  }
+  return fallback;
+}
+
+#endif  // FERRY_CPU_TILES
+}  // namespace
+
+int TransposeTileSize(TransposeOp op) {
+#if !FERRY_CPU_TILES
+  (void)op;
+  return 0;
+#else
+  return VisitOp<int>(op, 0, []<class Op>() { return TileOf<Op>(); });
+#endif
+}
+
+int TransposeStreamRows(TransposeOp op) {
+#if !FERRY_CPU_TILES
+  (void)op;
+  return 0;
+#else
+  return VisitOp<int>(op, 0, []<class Op>() { return StreamRowsOf<Op>(); });
+#endif
+}
+
+int TransposeStreamCols(TransposeOp op) {
+#if !FERRY_CPU_TILES
+  (void)op;
+  return 0;
+#else
+  return VisitOp<int>(op, 0, []<class Op>() { return StreamColsOf<Op>(); });
+#endif
+}
+
+void TransposeTiles(const TransposeRect& rect) {
+#if FERRY_CPU_TILES
+  VisitOp<int>(rect.op, 0, [&]<class Op>() {
+    Tiles<Op>(rect);
+    return 0;
+  });
+#else
+  (void)rect;
+#endif
+}
+
+}  // namespace ferry::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ferry::cpu {
+
+HWY_EXPORT(TransposeTileSize);
+HWY_EXPORT(TransposeStreamRows);
+HWY_EXPORT(TransposeStreamCols);
+HWY_EXPORT(TransposeTiles);
+
+namespace kernels {
+
+int transpose_tile(TransposeOp op) { return HWY_DYNAMIC_DISPATCH(TransposeTileSize)(op); }
+
+int transpose_stream_rows(TransposeOp op) { return HWY_DYNAMIC_DISPATCH(TransposeStreamRows)(op); }
+
+int transpose_stream_cols(TransposeOp op) { return HWY_DYNAMIC_DISPATCH(TransposeStreamCols)(op); }
+
+void transpose_tiles(const TransposeRect& rect) { HWY_DYNAMIC_DISPATCH(TransposeTiles)(rect); }
+
+}  // namespace kernels
+}  // namespace ferry::cpu
+#endif  // HWY_ONCE

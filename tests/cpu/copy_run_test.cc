@@ -1,0 +1,299 @@
+// run_copy against the naive oracle (copy_problem_gen.h) on random problems: every dtype pair,
+// conj/neg, permuted/sliced/broadcast layouts, odd sizes and tile edges, misaligned pointers,
+// 1 to 3 chunks, every plan kind forced, and each SIMD target this CPU supports (so the AVX2
+// and portable paths run here too).
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ferry/backends/cpu/copy_plan.h"
+#include "ferry/backends/cpu/simd.h"
+#include "ferry/iter/parallel.h"
+#include "tests/cpu/copy_problem_gen.h"
+#include "tests/support/random.h"
+
+namespace ferry::cpu {
+namespace {
+
+using testing::Buffer;
+
+// Sanitizers slow the oracle down ten-fold; fewer problems keep the suite under a minute.
+#if defined(FERRY_SANITIZER_BUILD)
+constexpr int kRandomProblems = 60;
+#else
+constexpr int kRandomProblems = 150;
+#endif
+
+constexpr ScalarType kHotPairs[][2] = {
+    {kFloat32, kFloat32},  {kBFloat16, kFloat32},    {kFloat16, kFloat32},
+    {kFloat32, kBFloat16}, {kFloat32, kFloat16},     {kFloat64, kFloat32},
+    {kFloat32, kFloat64},  {kFloat32, kInt32},       {kInt32, kFloat32},
+    {kFloat64, kInt64},    {kInt64, kFloat64},       {kFloat32, kUInt8},
+    {kFloat32, kBool},     {kBFloat16, kBFloat16},   {kUInt8, kUInt8},
+    {kInt64, kInt64},      {kComplex64, kComplex64}, {kComplex128, kComplex128}};
+
+// One problem with its buffers; runs the oracle and the kernels on separate copies of dst.
+class Case {
+ public:
+  Case(std::mt19937_64& rng, const std::vector<int64_t>& shape, ScalarType dst_t, ScalarType src_t,
+       bool conj, bool neg, bool canonical)
+      : dst_view_(testing::random_view(rng, shape, false)),
+        src_view_(testing::random_view(rng, shape, true)),
+        dst_misalign_(rng() % 2 == 0 ? 0 : rng() % 64),
+        src_(static_cast<size_t>(src_view_.extent) * element_size(src_t),
+             rng() % 2 == 0 ? 0 : rng() % 64),
+        before_(dst_misalign_ + static_cast<size_t>(dst_view_.extent) * element_size(dst_t)) {
+    testing::fill_values(rng, src_t, src_.data(), src_view_.extent);
+    for (auto& b : before_) b = static_cast<unsigned char>(rng());
+    const auto ds = static_cast<int64_t>(element_size(dst_t));
+    const auto ss = static_cast<int64_t>(element_size(src_t));
+    for (size_t d = 0; d < shape.size(); ++d) {
+      problem_.sizes.push_back(shape[d]);
+      problem_.dst_strides.push_back(dst_view_.strides[d] * ds);
+      problem_.src_strides.push_back(src_view_.strides[d] * ss);
+    }
+    problem_.src = reinterpret_cast<const char*>(src_.data()) + src_view_.offset * ss;
+    problem_.dst_dtype = dst_t;
+    problem_.src_dtype = src_t;
+    problem_.conj = conj && is_complex(dst_t);
+    problem_.neg = neg;
+    if (canonical) testing::canonicalize(problem_);
+  }
+
+  const CopyProblem& problem() const { return problem_; }
+
+  // The dst bytes (whole buffer) after the copy, by the oracle or by `plan`.
+  std::vector<unsigned char> run(const CopyPlan* plan) {
+    Buffer dst(before_.size() - dst_misalign_, dst_misalign_);
+    dst.set_contents(before_);
+    CopyProblem p = problem_;
+    p.dst = reinterpret_cast<char*>(dst.data()) +
+            dst_view_.offset * static_cast<int64_t>(element_size(p.dst_dtype));
+    if (plan == nullptr) {
+      testing::naive_copy(p);
+    } else {
+      run_copy(p, *plan);
+    }
+    return dst.contents();
+  }
+
+ private:
+  CopyProblem problem_;
+  testing::View dst_view_, src_view_;
+  size_t dst_misalign_;
+  Buffer src_;
+  std::vector<unsigned char> before_;
+};
+
+// Runs the plan plan_copy picks, split 1, 2 and 3 ways, and the Strided kernel (valid for every
+// problem); each must equal the oracle byte for byte, outside the elements too.
+void expect_matches_oracle(Case& c) {
+  SCOPED_TRACE(testing::describe_problem(c.problem()));
+  const std::vector<unsigned char> expected = c.run(nullptr);
+  CopyPlan plan = plan_copy(c.problem());
+  for (int threads : {1, 2, 3}) {
+    plan.threads = threads;
+    SCOPED_TRACE(plan.describe());
+    ASSERT_EQ(testing::first_difference(expected, c.run(&plan)), "");
+  }
+  CopyPlan strided;
+  ASSERT_EQ(testing::first_difference(expected, c.run(&strided)), "") << "Strided";
+}
+
+std::vector<int64_t> random_shape(std::mt19937_64& rng) {
+  const size_t rank = rng() % 7;
+  std::vector<int64_t> shape(rank);
+  static constexpr int64_t kEdgy[] = {15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 129};
+  int64_t numel = 1;
+  for (auto& s : shape) {
+    const uint64_t kind = rng() % 10;
+    s = kind < 5   ? 1 + static_cast<int64_t>(rng() % 6)
+        : kind < 8 ? kEdgy[rng() % std::size(kEdgy)]
+        : kind < 9 ? static_cast<int64_t>(rng() % 300)
+                   : static_cast<int64_t>(rng() % 2);
+    numel *= std::max<int64_t>(s, 1);
+  }
+  // Keep the oracle fast: shrink the largest dims until at most ~60k elements.
+  while (numel > 60000) {
+    auto it = std::max_element(shape.begin(), shape.end());
+    numel = numel / *it * (*it / 2);
+    *it /= 2;
+  }
+  return shape;
+}
+
+class CopyRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    saved_threads_ = get_num_threads();
+    set_num_threads(2);
+  }
+  void TearDown() override {
+    set_simd_target("");
+    set_num_threads(saved_threads_);
+  }
+  int saved_threads_ = 1;
+};
+
+TEST_F(CopyRun, RandomProblemsMatchTheOracleOnEveryTarget) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  auto rng = ferry::testing::test_rng();
+  for (const std::string& target : simd_targets()) {
+    set_simd_target(target);
+    SCOPED_TRACE(target);
+    for (int iter = 0; iter < kRandomProblems; ++iter) {
+      ScalarType dst_t, src_t;
+      if (rng() % 2 == 0) {
+        const auto& pair = kHotPairs[rng() % std::size(kHotPairs)];
+        dst_t = pair[0];
+        src_t = pair[1];
+      } else {
+        dst_t = static_cast<ScalarType>(rng() % kNumScalarTypes);
+        src_t = static_cast<ScalarType>(rng() % kNumScalarTypes);
+      }
+      Case c(rng, random_shape(rng), dst_t, src_t, rng() % 8 == 0, rng() % 8 == 0, rng() % 5 != 0);
+      expect_matches_oracle(c);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// Every dtype pair through each kernel kind: contiguous with a tail, a transpose with ragged
+// edges, a broadcast column, a stride-2 gather and a strided destination.
+TEST_F(CopyRun, EveryDtypePairThroughEveryKernelOnEveryTarget) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  auto rng = ferry::testing::test_rng();
+  const ScalarType all[] = {kBool,      kUInt8,      kInt8,          kInt16,      kInt32,
+                            kInt64,     kFloat16,    kBFloat16,      kFloat32,    kFloat64,
+                            kComplex64, kComplex128, kFloat8_e4m3fn, kFloat8_e5m2};
+  for (const std::string& target : simd_targets()) {
+    set_simd_target(target);
+    SCOPED_TRACE(target);
+    for (ScalarType dst_t : all) {
+      for (ScalarType src_t : all) {
+        const ScalarType d = dst_t, s = src_t;
+        const auto ds = static_cast<int64_t>(element_size(d));
+        const auto ss = static_cast<int64_t>(element_size(s));
+        auto check = [&](std::vector<int64_t> sizes, std::vector<int64_t> dst_strides,
+                         std::vector<int64_t> src_strides, CopyKernelKind kind) {
+          const bool flags = rng() % 4 == 0;
+          if (kind == CopyKernelKind::Memcpy &&
+              (d != s || (flags && (d != kBool || is_complex(d))))) {
+            kind = CopyKernelKind::Convert;
+          }
+          int64_t src_extent = 1, dst_extent = 1;
+          for (size_t k = 0; k < sizes.size(); ++k) {
+            src_extent += (sizes[k] - 1) * src_strides[k];
+            dst_extent += (sizes[k] - 1) * dst_strides[k];
+          }
+          Buffer src(static_cast<size_t>(src_extent * ss), rng() % 64);
+          testing::fill_values(rng, s, src.data(), src_extent);
+          const size_t misalign = rng() % 3 == 0 ? rng() % 64 : 0;
+          std::vector<unsigned char> before(misalign + static_cast<size_t>(dst_extent * ds));
+          for (auto& b : before) b = static_cast<unsigned char>(rng());
+          CopyProblem p;
+          for (size_t k = 0; k < sizes.size(); ++k) {
+            p.sizes.push_back(sizes[k]);
+            p.dst_strides.push_back(dst_strides[k] * ds);
+            p.src_strides.push_back(src_strides[k] * ss);
+          }
+          p.src = reinterpret_cast<const char*>(src.data());
+          p.dst_dtype = d;
+          p.src_dtype = s;
+          p.conj = flags && is_complex(d);
+          p.neg = flags;
+          auto run = [&](const CopyPlan* plan) {
+            Buffer dst(before.size() - misalign, misalign);
+            dst.set_contents(before);
+            p.dst = reinterpret_cast<char*>(dst.data());
+            if (plan == nullptr) {
+              testing::naive_copy(p);
+            } else {
+              run_copy(p, *plan);
+            }
+            return dst.contents();
+          };
+          SCOPED_TRACE(testing::describe_problem(p));
+          const auto expected = run(nullptr);
+          CopyPlan plan = plan_copy(p);
+          EXPECT_EQ(copy_kernel_name(plan.kind), copy_kernel_name(kind));
+          for (int threads : {1, 2}) {
+            plan.threads = threads;
+            ASSERT_EQ(testing::first_difference(expected, run(&plan)), "") << plan.describe();
+          }
+        };
+        check({1037}, {1}, {1}, CopyKernelKind::Memcpy);
+        check({37, 70}, {1, 37}, {70, 1}, CopyKernelKind::Transpose);
+        check({67, 19}, {1, 67}, {0, 1}, CopyKernelKind::Broadcast);
+        check({301, 3}, {1, 301}, {2, 700}, CopyKernelKind::Gather);
+        check({45, 7}, {3, 200}, {1, 45}, CopyKernelKind::Strided);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Outputs past the streaming threshold (non-temporal stores, 64-byte alignment peeling) for
+// the benchmark's shapes, scaled down, on the best target and on AVX2 when present.
+TEST_F(CopyRun, LargeProblemsMatchTheOracle) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  auto rng = ferry::testing::test_rng();
+  std::vector<std::string> targets = {""};
+  for (const std::string& t : simd_targets()) {
+    if (t == "AVX2") targets.push_back(t);
+  }
+  struct Shape {
+    std::vector<int64_t> sizes, dst_strides, src_strides;  // in elements
+    ScalarType dst_t, src_t;
+  };
+  const int64_t n = 1536;
+  std::vector<Shape> shapes = {
+      {{int64_t{1} << 21 | 3}, {1}, {1}, kFloat32, kFloat32},
+      {{int64_t{1} << 22 | 5}, {1}, {1}, kBFloat16, kFloat32},
+      {{n, n}, {1, n}, {n, 1}, kFloat32, kFloat32},
+      {{2048, 2048}, {1, 2048}, {2048, 1}, kBFloat16, kFloat32},
+      {{2048, 2048}, {1, 2048}, {2048, 1}, kBFloat16, kBFloat16},
+      {{2048, 1100}, {1, 2048}, {0, 1}, kFloat32, kFloat32},
+      {{2048, 1100}, {1, 2048}, {2, 4100}, kFloat32, kFloat32},
+      {{64, 3136, 11}, {1, 64, 64 * 3136}, {3136, 1, 64 * 3136}, kFloat32, kFloat32},
+  };
+#if defined(FERRY_SANITIZER_BUILD)
+  shapes.resize(3);  // the oracle is slow under sanitizers; one contiguous, one transposed
+  shapes.erase(shapes.begin() + 1);
+#endif
+  for (const Shape& s : shapes) {
+    const auto ds = static_cast<int64_t>(element_size(s.dst_t));
+    const auto ss = static_cast<int64_t>(element_size(s.src_t));
+    int64_t src_extent = 1, dst_extent = 1;
+    CopyProblem p;
+    for (size_t k = 0; k < s.sizes.size(); ++k) {
+      src_extent += (s.sizes[k] - 1) * s.src_strides[k];
+      dst_extent += (s.sizes[k] - 1) * s.dst_strides[k];
+      p.sizes.push_back(s.sizes[k]);
+      p.dst_strides.push_back(s.dst_strides[k] * ds);
+      p.src_strides.push_back(s.src_strides[k] * ss);
+    }
+    Buffer src(static_cast<size_t>(src_extent * ss), 0);
+    testing::fill_values(rng, s.src_t, src.data(), src_extent);
+    p.src = reinterpret_cast<const char*>(src.data());
+    p.dst_dtype = s.dst_t;
+    p.src_dtype = s.src_t;
+    Buffer expected(static_cast<size_t>(dst_extent * ds), 0);
+    p.dst = reinterpret_cast<char*>(expected.data());
+    testing::naive_copy(p);
+    for (const std::string& target : targets) {
+      set_simd_target(target);
+      Buffer actual(static_cast<size_t>(dst_extent * ds), 0);
+      p.dst = reinterpret_cast<char*>(actual.data());
+      const CopyPlan plan = plan_copy(p);
+      SCOPED_TRACE(testing::describe_problem(p) + " " + plan.describe());
+      run_copy(p, plan);
+      ASSERT_EQ(testing::first_difference(expected.contents(), actual.contents()), "");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ferry::cpu
