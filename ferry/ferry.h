@@ -22,6 +22,7 @@
 #include "ferry/dispatch/dispatch_stub.h"
 #include "ferry/backends/sim/sim.h"
 #include "ferry/device/backend.h"
+#include "ferry/device/device_copy_kernel.h"
 #include "ferry/device/event.h"
 #include "ferry/device/guard.h"
 #include "ferry/device/ipc.h"
@@ -37,3 +38,4 @@
 #include "ferry/memory/stats.h"
 #include "ferry/ops/factories.h"
 #include "ferry/ops/copy.h"
+#include "ferry/ops/device_copy.h"

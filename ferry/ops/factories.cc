@@ -28,7 +28,6 @@ int64_t required_elements(IntArrayRef sizes, IntArrayRef strides) {
   return extent;
 }
 
-
 Allocator* allocator_for(const TensorOptions& options) {
   if (options.pinned_memory()) {
     FERRY_CHECK_AS(DeviceError, options.device().is_cpu(),
@@ -51,6 +50,31 @@ Tensor generate(IntArrayRef sizes, const TensorOptions& options, Write&& write) 
   });
   if (options.device().is_cpu()) return out;
   return out.to(options.device());
+}
+
+// The counters one random draw uses: `per_element` consecutive values for each element,
+// reserved from the generator so that the next draw continues the stream.
+struct Draw {
+  uint64_t seed;
+  uint64_t base;
+  uint64_t per_element;
+  uint64_t counter(int64_t element, uint64_t k = 0) const {
+    return base + per_element * static_cast<uint64_t>(element) + k;
+  }
+};
+
+Draw reserve_draw(IntArrayRef sizes, Generator* generator, uint64_t per_element) {
+  Generator& gen = generator ? *generator : default_generator();
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  const uint64_t seed = gen.seed();
+  return Draw{seed, gen.reserve(per_element * static_cast<uint64_t>(n)), per_element};
+}
+
+void check_real_or_complex_float(const TensorOptions& options, const char* op) {
+  const ScalarType t = options.dtype();
+  FERRY_CHECK_AS(DTypeError, is_floating_point(t) || is_complex(t), op,
+                 ": expected a floating-point or complex dtype, but got ", t);
 }
 
 }  // namespace
@@ -141,16 +165,11 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
 
 Tensor rand(IntArrayRef sizes, TensorOptions options, Generator* generator) {
   check_sizes(sizes, "rand");
-  const ScalarType t = options.dtype();
-  FERRY_CHECK_AS(DTypeError, is_floating_point(t) || is_complex(t),
-                 "rand: expected a floating-point or complex dtype, but got ", t);
-  Generator& gen = generator ? *generator : default_generator();
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  const uint64_t seed = gen.seed(), base = gen.reserve(static_cast<uint64_t>(2 * n));
+  check_real_or_complex_float(options, "rand");
+  const Draw draw = reserve_draw(sizes, generator, 2);
   return generate(sizes, options, [&]<typename T>(int64_t i) -> T {
-    const double re = Generator::uniform(seed, base + 2 * static_cast<uint64_t>(i));
-    const double im = Generator::uniform(seed, base + 2 * static_cast<uint64_t>(i) + 1);
+    const double re = Generator::uniform(draw.seed, draw.counter(i));
+    const double im = Generator::uniform(draw.seed, draw.counter(i, 1));
     // Rounding to a narrow float could reach 1.0; keep the interval half-open.
     T v = convert_value<T>(std::complex<double>(re, im));
     if constexpr (!detail::is_complex_type<T>::value) {
@@ -162,18 +181,13 @@ Tensor rand(IntArrayRef sizes, TensorOptions options, Generator* generator) {
 
 Tensor randn(IntArrayRef sizes, TensorOptions options, Generator* generator) {
   check_sizes(sizes, "randn");
-  const ScalarType t = options.dtype();
-  FERRY_CHECK_AS(DTypeError, is_floating_point(t) || is_complex(t),
-                 "randn: expected a floating-point or complex dtype, but got ", t);
-  Generator& gen = generator ? *generator : default_generator();
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  const uint64_t seed = gen.seed(), base = gen.reserve(static_cast<uint64_t>(2 * n));
+  check_real_or_complex_float(options, "randn");
+  const Draw draw = reserve_draw(sizes, generator, 2);
   return generate(sizes, options, [&]<typename T>(int64_t i) -> T {
     // Box-Muller on the element's two counters; complex gets both outputs, scaled so that
     // E|z|^2 = 1 as PyTorch's complex randn.
-    const double u1 = Generator::uniform(seed, base + 2 * static_cast<uint64_t>(i));
-    const double u2 = Generator::uniform(seed, base + 2 * static_cast<uint64_t>(i) + 1);
+    const double u1 = Generator::uniform(draw.seed, draw.counter(i));
+    const double u2 = Generator::uniform(draw.seed, draw.counter(i, 1));
     const double r = std::sqrt(-2.0 * std::log1p(-u1));
     const double angle = 2.0 * std::numbers::pi * u2;
     if constexpr (detail::is_complex_type<T>::value) {
@@ -190,15 +204,12 @@ Tensor randint(int64_t low, int64_t high, IntArrayRef sizes, TensorOptions optio
   check_sizes(sizes, "randint");
   FERRY_CHECK(low < high, "randint: expected low < high, but got low ", low, " and high ", high);
   if (!options.dtype_opt()) options = options.dtype(kInt64);
-  Generator& gen = generator ? *generator : default_generator();
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  const uint64_t seed = gen.seed(), base = gen.reserve(static_cast<uint64_t>(n));
+  const Draw draw = reserve_draw(sizes, generator, 1);
   __extension__ using uint128 = unsigned __int128;
   const auto range = static_cast<uint128>(static_cast<uint64_t>(high) - static_cast<uint64_t>(low));
   return generate(sizes, options, [&]<typename T>(int64_t i) -> T {
     // Multiply-shift maps 64 random bits onto [0, range) with negligible bias.
-    const auto bits = Generator::bits(seed, base + static_cast<uint64_t>(i));
+    const auto bits = Generator::bits(draw.seed, draw.counter(i));
     const auto pick = static_cast<uint64_t>((bits * range) >> 64);
     return convert_value<T>(static_cast<int64_t>(static_cast<uint64_t>(low) + pick));
   });

@@ -4,6 +4,7 @@
 
 #include "ferry/core/element_walk.h"
 #include "ferry/core/tensor.h"
+#include "ferry/ops/device_copy.h"
 
 namespace ferry {
 namespace {
@@ -36,9 +37,12 @@ void fill_cpu(const Tensor& self, const Scalar& value) {
 }  // namespace
 
 Tensor& Tensor::fill_(const Scalar& value) {
-  FERRY_CHECK_AS(NotImplementedError, is_cpu(), "fill_: expected a cpu tensor, but got device ",
-                 device(), " (device fills arrive with the cross-device copy work)");
-  fill_cpu(*this, value);
+  if (is_cpu()) {
+    fill_cpu(*this, value);
+  } else {
+    // Queued on the device's current stream (ferry/ops/device_copy.h).
+    device_fill(*this, stored_value(value, is_conj(), is_neg()));
+  }
   return *this;
 }
 

@@ -1,0 +1,75 @@
+// The sim device's copy kernel (device_copy_kernel_stub for DeviceType::Sim): a DeviceCopyProblem
+// runs on the stream's worker thread as the CPU copy engine over the read-write mappings, as a
+// GPU kernel runs on its device. Addresses are translated, and the extents they reach checked,
+// when the kernel is enqueued, so a bad address raises on the caller's thread, before anything
+// is queued. A peer's memory translates the same way (the policy checks peer access).
+#include <cstring>
+
+#include "ferry/backends/cpu/copy_plan.h"
+#include "ferry/backends/sim/sim.h"
+#include "ferry/core/array_ref.h"
+#include "ferry/core/error.h"
+#include "ferry/device/device_copy_kernel.h"
+
+namespace ferry::sim {
+namespace {
+
+// The host mapping of [ptr, ptr + extent): both ends must translate, and to one mapping.
+char* translate(const void* ptr, int64_t extent, const Stream& stream, const char* operand) {
+  char* first = static_cast<char*>(host_address(ptr));
+  if (extent > 1) {
+    const char* last = static_cast<const char*>(ptr) + (extent - 1);
+    const char* host_last = static_cast<const char*>(host_address(last));
+    FERRY_CHECK_AS(DeviceError, host_last == first + (extent - 1), stream.device(),
+                   ": copy kernel: expected the ", operand, " (", extent, " bytes from ", ptr,
+                   ") to lie inside one allocation, but it runs into another");
+  }
+  return first;
+}
+
+// Bytes from the first element to the end of the last one.
+int64_t extent(const DimVector& sizes, const DimVector& strides, ScalarType dtype) {
+  int64_t bytes = static_cast<int64_t>(element_size(dtype));
+  for (size_t d = 0; d < sizes.size(); ++d) bytes += (sizes[d] - 1) * strides[d];
+  return bytes;
+}
+
+void sim_copy_kernel(const DeviceCopyProblem& problem, const Stream& stream) {
+  FERRY_CHECK_AS(DeviceError, stream.device_type() == DeviceType::Sim,
+                 "sim copy kernel: expected a sim stream, but got ", stream);
+  FERRY_CHECK(problem.sizes.size() == problem.dst_strides.size() &&
+                  problem.sizes.size() == problem.src_strides.size(),
+              "sim copy kernel: expected as many strides as sizes, but got sizes ",
+              IntArrayRef(problem.sizes), ", dst strides ", IntArrayRef(problem.dst_strides),
+              " and src strides ", IntArrayRef(problem.src_strides));
+  if (problem.numel() == 0) return;
+  cpu::CopyProblem p;
+  p.sizes = problem.sizes;
+  p.dst_strides = problem.dst_strides;
+  p.src_strides = problem.src_strides;
+  p.dst_dtype = problem.dst_dtype;
+  p.src_dtype = problem.src_dtype;
+  p.conj = problem.conj;
+  p.neg = problem.neg;
+  p.dst =
+      translate(problem.dst, extent(p.sizes, p.dst_strides, p.dst_dtype), stream, "destination");
+  struct Value {
+    alignas(16) unsigned char bytes[sizeof(problem.value)];
+  } value{};
+  if (problem.src_is_value) {
+    std::memcpy(value.bytes, problem.value, sizeof(value.bytes));
+  } else {
+    p.src = translate(problem.src, extent(p.sizes, p.src_strides, p.src_dtype), stream, "source");
+  }
+  const bool from_value = problem.src_is_value;
+  enqueue_host_function(stream, [p, value, from_value]() mutable {
+    // The value lives in this closure, which stays put while it runs.
+    if (from_value) p.src = reinterpret_cast<const char*>(value.bytes);
+    cpu::run_copy(p, cpu::plan_copy(p));
+  });
+}
+
+FERRY_REGISTER_DISPATCH(device_copy_kernel_stub, DeviceType::Sim, &sim_copy_kernel);
+
+}  // namespace
+}  // namespace ferry::sim

@@ -1,0 +1,107 @@
+// Staged device copies: the plan's dense temporaries, then one plain memcpy between them. Every
+// step is itself a copy_impl on one device (or on the host), so each lands on a path that needs
+// no temporaries: a kernel or the CPU engine next to the data, and the memcpy in the middle.
+// Host-side steps on pinned user memory run in stream order, as host functions on the device's
+// current stream, so that a pinned tensor still being written by an earlier non-blocking copy is
+// read only once that copy is done; on pageable memory they run at once, which is when a
+// pageable memcpy reads or writes it anyway.
+#include "ferry/backends/cpu/copy_kernel.h"
+#include "ferry/device/runtime.h"
+#include "ferry/device/stream.h"
+#include "ferry/memory/pinned_allocator.h"
+#include "ferry/ops/copy.h"
+#include "ferry/ops/device_copy.h"
+#include "ferry/ops/device_copy_detail.h"
+
+namespace ferry::detail {
+namespace {
+
+// One step of a staged copy. Both on the host: the CPU engine, now or in stream order (see the
+// file comment). Otherwise an ordinary copy_impl, which takes a no-temporary path.
+class Steps {
+ public:
+  Steps(const Stream& host_order, bool ordered, bool non_blocking)
+      : host_order_(host_order), ordered_(ordered), non_blocking_(non_blocking) {}
+
+  void run(const Tensor& dst, const Tensor& src) const {
+    Tensor d = dst;
+    if (!dst.is_cpu() || !src.is_cpu()) {
+      copy_impl(d, src, non_blocking_);
+      return;
+    }
+    if (!ordered_) {
+      copy_impl(d, src, /*non_blocking=*/false);
+      return;
+    }
+    // Captures addresses only: the closure may be destroyed on a stream's worker, which must
+    // not release tensors (freeing a pinned block records events). The recorded events keep
+    // both blocks alive until the step has run.
+    const TensorIterator iter = build_copy_iterator(d, src);
+    const cpu::CopyProblem problem = cpu::copy_problem_from(iter);
+    enqueue_host_function(host_order_, [problem] { cpu::copy(problem); });
+    memory::pinned_record_event(dst.storage(), host_order_);
+    memory::pinned_record_event(src.storage(), host_order_);
+  }
+
+ private:
+  Stream host_order_;
+  bool ordered_;
+  bool non_blocking_;
+};
+
+}  // namespace
+
+void staged_copy(const TensorIterator& iter, const DeviceCopyPlan& plan, bool non_blocking) {
+  const Tensor& dst = iter.tensor(0);
+  const Tensor& src = iter.tensor(1);
+  const Device dst_device = plan.dst_device;
+  const Device src_device = plan.src_device;
+  const bool host_src = src_device.is_cpu();
+  const bool host_dst = dst_device.is_cpu();
+  const bool with_host = host_src || host_dst;
+  // Host work is ordered on the stream the host<->device memcpy uses.
+  const Stream stream = with_host ? current_stream(host_src ? dst_device : src_device) : Stream();
+  const bool ordered = (host_src && src.is_pinned()) || (host_dst && dst.is_pinned());
+  const Steps steps(stream, ordered, non_blocking);
+  // Host temporaries are pinned exactly when the host steps are queued: then the memcpy next to
+  // them is queued too, and the pinned allocator holds the blocks until both have run.
+  const bool pin_src_temp = host_src && ordered;
+  const bool pin_dst_temp = host_dst && ordered;
+
+  const Tensor src_x = expanded_source(dst, src);
+  if (plan.side == StagingSide::kSource) {
+    // Convert (and lay out) next to the source, move, copy back into a non-dense destination.
+    const DimVector layout = source_side_layout(dst, src_x);
+    Tensor src_stage = src_x;
+    if (plan.src_temporary) {
+      src_stage = staging_tensor(dst.sizes(), layout, dst.dtype(), src_device, dst.is_conj(),
+                                 dst.is_neg(), pin_src_temp);
+      steps.run(src_stage, src_x);
+    }
+    Tensor dst_stage = dst;
+    if (plan.dst_temporary) {
+      dst_stage = staging_tensor(dst.sizes(), layout, dst.dtype(), dst_device, dst.is_conj(),
+                                 dst.is_neg(), pin_dst_temp);
+    }
+    steps.run(dst_stage, src_stage);
+    if (plan.dst_temporary) steps.run(dst, dst_stage);
+  } else {
+    // Move the source's own elements, then convert, broadcast and scatter next to dst.
+    const Tensor compact = compact_source(src_x);
+    Tensor src_stage = compact;
+    if (plan.src_temporary) {
+      src_stage = staging_tensor(compact.sizes(), destination_side_layout(compact), src.dtype(),
+                                 src_device, src.is_conj(), src.is_neg(), pin_src_temp);
+      steps.run(src_stage, compact);
+    }
+    const Tensor dst_stage = staging_tensor(src_stage.sizes(), src_stage.strides(), src.dtype(),
+                                            dst_device, src.is_conj(), src.is_neg(), pin_dst_temp);
+    steps.run(dst_stage, src_stage);
+    steps.run(dst, dst_stage.expand(dst.sizes()));
+  }
+  // A blocking copy involving the host returns with the device's stream done, so the host may
+  // read the destination or reuse the source.
+  if (with_host && !non_blocking) stream.synchronize();
+}
+
+}  // namespace ferry::detail
