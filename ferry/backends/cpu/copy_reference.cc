@@ -6,6 +6,7 @@
 
 #include "ferry/core/convert.h"
 #include "ferry/core/scalar_type.h"
+#include "ferry/iter/copy_element.h"
 
 namespace ferry::cpu {
 namespace {
@@ -31,9 +32,7 @@ void copy_elements(const CopyProblem& p) {
   DimVector index(static_cast<size_t>(ndim), 0);
   int64_t dst_offset = 0, src_offset = 0;
   for (int64_t k = 0; k < n; ++k) {
-    D v = convert_value<D>(load<S>(p.src + src_offset));
-    if (p.conj) v = conj_value(v);
-    if (p.neg) v = negate_value(v);
+    const D v = copy_element<D>(load<S>(p.src + src_offset), p.conj, p.neg);
     std::memcpy(p.dst + dst_offset, &v, sizeof(D));
     for (int d = 0; d < ndim; ++d) {
       if (++index[d] < p.sizes[d]) {
