@@ -17,6 +17,7 @@
 #include "ferry/iter/parallel.h"
 #include "ferry/iter/stride_order.h"
 #include "ferry/ops/copy.h"
+#include "ferry/ops/device_copy.h"
 #include "tools/command.h"
 
 namespace ferry::tools {
@@ -35,6 +36,10 @@ struct ExplainOptions {
   bool neg = false;
   bool into_source = false;
   bool run = false;
+  std::string src_device = "cpu";
+  std::string dst_device = "cpu";
+  bool non_blocking = false;
+  bool pinned = false;
 };
 
 std::vector<std::string> split(const std::string& text, char sep) {
@@ -119,18 +124,70 @@ void print_stage(const char* name, IntArrayRef shape, IntArrayRef dst, IntArrayR
               str(src).c_str());
 }
 
-// Median wall time of a few runs of dst.copy_(src), after a warm-up run.
-double time_copy_ms(Tensor& dst, const Tensor& src) {
-  dst.copy_(src);
+// Median wall time of a few runs of dst.copy_(src), after a warm-up run; device work is waited
+// for, so a non-blocking copy is timed to its completion.
+double time_copy_ms(Tensor& dst, const Tensor& src, bool non_blocking) {
+  const auto copy_and_wait = [&] {
+    dst.copy_(src, non_blocking);
+    device_synchronize(dst.device());
+    device_synchronize(src.device());
+  };
+  copy_and_wait();
   std::vector<double> ms;
   for (int i = 0; i < 7; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    dst.copy_(src);
+    copy_and_wait();
     const auto t1 = std::chrono::steady_clock::now();
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+// The device half of the walk (DESIGN.md, step 4): the device copy policy's plan, the streams
+// the work is queued on and where the host or a stream waits.
+void explain_device_copy(const Tensor& dst, const Tensor& src, const TensorIterator& iter,
+                         bool non_blocking) {
+  const DeviceCopyPlan plan = plan_device_copy(iter, non_blocking);
+  const std::string type(
+      device_type_name(src.is_cpu() ? dst.device().type() : src.device().type()));
+  std::printf("device type: %s (copy_stub[%s]: the device copy policy)\n", type.c_str(),
+              type.c_str());
+  std::printf("plan: %s\n", plan.describe().c_str());
+  if (plan.path == DeviceCopyPath::kKernel || plan.path == DeviceCopyPath::kPeerKernel) {
+    std::printf("device kernel: %s\n",
+                cpu::plan_copy(cpu::copy_problem_from(iter)).describe().c_str());
+  }
+  if (!dst.is_cpu() && !src.is_cpu()) {
+    const Stream copy_stream = current_stream(src.device());
+    std::printf("stream: %s (the source device's current stream)\n", copy_stream.str().c_str());
+    if (dst.device() != src.device()) {
+      std::printf(
+          "synchronization: %s waits for an event recorded on %s before the copy; %s waits "
+          "for an event recorded on %s after it; the host does not wait\n",
+          copy_stream.str().c_str(), current_stream(dst.device()).str().c_str(),
+          current_stream(dst.device()).str().c_str(), copy_stream.str().c_str());
+    } else {
+      std::printf("synchronization: none (stream order); the host does not wait\n");
+    }
+    return;
+  }
+  const Tensor& host = dst.is_cpu() ? dst : src;
+  const Stream stream = current_stream(dst.is_cpu() ? src.device() : dst.device());
+  std::printf("stream: %s (the device's current stream)\n", stream.str().c_str());
+  if (!non_blocking) {
+    std::printf("synchronization: the host synchronizes %s before copy_ returns\n",
+                stream.str().c_str());
+  } else if (host.is_pinned()) {
+    std::printf(
+        "synchronization: none; an event recorded on %s keeps the pinned host block from "
+        "reuse until the copy is done\n",
+        stream.str().c_str());
+  } else {
+    std::printf(
+        "synchronization: the host memory is pageable, so the call returns only once the host "
+        "side of the copy is done (as cudaMemcpyAsync does); pin it to overlap\n");
+  }
 }
 
 int run_explain(const ExplainOptions& o) {
@@ -140,7 +197,15 @@ int run_explain(const ExplainOptions& o) {
   const MemoryFormat format = parse_format(o.dst_format);
 
   // The source: a fresh tensor of --shape, then the views, in the order the options list them.
-  Tensor base = empty(parse_ints(o.shape, "--shape"), src_type);
+  const Device src_device = checked_device(Device(o.src_device));
+  const Device dst_device = checked_device(Device(o.dst_device));
+  const bool on_devices = !src_device.is_cpu() || !dst_device.is_cpu();
+  FERRY_CHECK(!o.into_source || !on_devices,
+              "--into-source: expected cpu tensors, but got --src-device ", src_device,
+              " and --dst-device ", dst_device);
+  Tensor base = empty(
+      parse_ints(o.shape, "--shape"),
+      TensorOptions(src_type).device(src_device).pinned_memory(o.pinned && src_device.is_cpu()));
   if (o.run) base.zero_();
   Tensor src = base;
   std::string recipe = "empty(" + str(base.sizes()) + ")";
@@ -176,13 +241,14 @@ int run_explain(const ExplainOptions& o) {
     dst = base.as_strided(src.sizes(), strides, 0);
   } else if (format == MemoryFormat::Preserve) {
     // What clone() and to() allocate.
-    dst = empty_strided(src.sizes(),
-                        src.is_non_overlapping_and_dense()
-                            ? DimVector(src.strides())
-                            : infer_dense_strides(src.sizes(), src.strides()),
-                        dst_type);
+    dst = empty_like(
+        src,
+        TensorOptions(dst_type).device(dst_device).pinned_memory(o.pinned && dst_device.is_cpu()));
   } else {
-    dst = empty(src.sizes(), TensorOptions(dst_type).memory_format(format));
+    dst = empty(src.sizes(), TensorOptions(dst_type)
+                                 .device(dst_device)
+                                 .memory_format(format)
+                                 .pinned_memory(o.pinned && dst_device.is_cpu()));
   }
 
   std::printf("dst.copy_(src)\n");
@@ -224,6 +290,14 @@ int run_explain(const ExplainOptions& o) {
       std::printf("no elements: copy_ returns after building the iterator\n");
       return 0;
     }
+    if (on_devices) {
+      explain_device_copy(dst, source, iter, o.non_blocking);
+      if (o.run) {
+        const double ms = time_copy_ms(dst, src, o.non_blocking);
+        std::printf("measured: %.4f ms to completion (median of 7 runs)\n", ms);
+      }
+      return 0;
+    }
     problem = cpu::copy_problem_from(iter);
   }
   const cpu::CopyPlan plan = cpu::plan_copy(problem);
@@ -245,7 +319,7 @@ int run_explain(const ExplainOptions& o) {
   std::printf("elements: %lld, bytes (written + read, a broadcast read counted each time): %.0f\n",
               static_cast<long long>(n), bytes);
   if (o.run) {
-    const double ms = time_copy_ms(dst, src);
+    const double ms = time_copy_ms(dst, src, o.non_blocking);
     std::printf("measured: %.4f ms (median of 7 runs), %.2f GB/s\n", ms, bytes / (ms * 1e6));
   }
   return 0;
@@ -259,6 +333,9 @@ constexpr const char* kExplainHelp =
     "The source is empty(--shape) of --src-dtype, then --permute, each --slice in order, then\n"
     "--expand, --conj and --neg. The destination is new memory of --dst-dtype in --dst-format\n"
     "with the source's sizes (or, with --into-source, the source's own storage).\n"
+    "With --src-device/--dst-device on a device (sim, cuda) it prints the device copy plan\n"
+    "instead of the CPU kernel: memcpy, device kernel, peer kernel or staged temporaries, the\n"
+    "stream the work is queued on and the synchronization points.\n"
     "Example:\n"
     "  ferry explain --shape 32,64,56,56 --permute 0,2,3,1 --slice 3:0:56:2 \\\n"
     "      --src-dtype f32 --dst-dtype bf16 --dst-format contiguous --threads 2";
@@ -291,6 +368,13 @@ FERRY_REGISTER_COMMAND(
                    "Write into the source's own storage (laid out in --dst-format) to see the "
                    "overlap handling");
       sub.add_flag("--run", o->run, "Also run the copy and print its median time");
+      sub.add_option("--src-device", o->src_device, "Device of the source (cpu, sim:0, cuda:0)")
+          ->capture_default_str();
+      sub.add_option("--dst-device", o->dst_device,
+                     "Device of the destination (cpu, sim:1, cuda:0)")
+          ->capture_default_str();
+      sub.add_flag("--non-blocking", o->non_blocking, "copy_(src, non_blocking=true)");
+      sub.add_flag("--pinned", o->pinned, "Put the host-side tensor in pinned memory");
       return [o] { return run_explain(*o); };
     });
 

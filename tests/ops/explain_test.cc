@@ -55,6 +55,31 @@ TEST_F(Explain, DenseFastPathAndOverlap) {
   EXPECT_THAT(out, HasSubstr("temporaries: the source is first copied to new memory (256 bytes"));
 }
 
+TEST_F(Explain, DeviceCopiesPrintPlanStreamsAndSynchronization) {
+  int status = 0;
+  std::string out =
+      explain("--shape 64,32 --permute 1,0 --dst-device sim:0 --dst-dtype bf16", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("device type: sim"));
+  EXPECT_THAT(out, HasSubstr("plan: staged from cpu to sim:0"));
+  EXPECT_THAT(out, HasSubstr("stream: sim:0/default stream"));
+  EXPECT_THAT(out, HasSubstr("the host synchronizes sim:0/default stream"));
+  out = explain("--shape 64,32 --src-device sim:0 --dst-device sim:1", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("plan: memcpy from sim:0 to sim:1"));
+  EXPECT_THAT(out, HasSubstr("waits for an event recorded on sim:1/default stream before"));
+  out = explain("--shape 64,32 --permute 1,0 --src-device sim:1 --dst-device sim:1", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("device kernel: "));
+  EXPECT_THAT(out, HasSubstr("synchronization: none (stream order)"));
+  out = explain("--shape 64,32 --src-device sim:0 --pinned --non-blocking", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("keeps the pinned host block from reuse"));
+  out = explain("--shape 4 --dst-device sim:9", &status);
+  EXPECT_NE(status, 0);
+  EXPECT_THAT(out, HasSubstr("sim:9"));
+}
+
 TEST_F(Explain, BadOptionsSaySo) {
   int status = 0;
   const std::string out = explain("--shape 4,x", &status);
