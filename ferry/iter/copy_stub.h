@@ -14,4 +14,13 @@ using CopyStubFn = void (*)(TensorIterator& iter, bool non_blocking);
 
 FERRY_DECLARE_DISPATCH(CopyStubFn, copy_stub);
 
+// What a copy kernel applies after converting, in dst's type: conj where the two operands'
+// conj bits differ (complex destinations only), neg where their neg bits differ. A view with a
+// bit set reads back the transformed value, so storing the transform makes dst read as src.
+struct CopyLazyBits {
+  bool conj = false;
+  bool neg = false;
+};
+CopyLazyBits copy_lazy_bits(const TensorIterator& copy_iter);
+
 }  // namespace ferry

@@ -90,10 +90,9 @@ DeviceCopyProblem device_problem_from(const TensorIterator& iter) {
   p.src = iter.data_ptr(1);
   p.dst_dtype = iter.dtype(0);
   p.src_dtype = iter.dtype(1);
-  const Tensor& dst = iter.tensor(0);
-  const Tensor& src = iter.tensor(1);
-  p.conj = is_complex(p.dst_dtype) && dst.is_conj() != src.is_conj();
-  p.neg = dst.is_neg() != src.is_neg();
+  const CopyLazyBits bits = copy_lazy_bits(iter);
+  p.conj = bits.conj;
+  p.neg = bits.neg;
   return p;
 }
 

@@ -11,24 +11,15 @@
 #include "ferry/device/event.h"
 #include "ferry/device/runtime.h"
 #include "ferry/device/stream.h"
+#include "tests/support/errors.h"
 
 namespace ferry::testing {
 namespace {
 
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const DeviceError& e) {
-    return e.what();
-  }
-  return "(no DeviceError)";
-}
-
 TEST(CudaTest, CountIsZeroWithAReasonWhenThereIsNoGpu) {
   if (device_count(DeviceType::CUDA) > 0) GTEST_SKIP() << "a CUDA device is present";
   EXPECT_FALSE(device_unavailable_reason(DeviceType::CUDA).empty());
-  const std::string message = error_of([] { default_stream(Device("cuda:0")); });
+  const std::string message = error_of<DeviceError>([] { default_stream(Device("cuda:0")); });
   EXPECT_NE(message.find("cuda:0: no CUDA device ("), std::string::npos) << message;
   EXPECT_NE(message.find(device_unavailable_reason(DeviceType::CUDA)), std::string::npos)
       << message;

@@ -18,6 +18,7 @@
 #include "ferry/device/ipc.h"
 #include "ferry/device/stream.h"
 #include "tests/device/sim_fixture.h"
+#include "tests/support/errors.h"
 
 extern char** environ;
 
@@ -32,16 +33,6 @@ std::string unique_name(const char* what) {
   static std::atomic<int> counter{0};
   return std::string("@ferry-test-") + what + "-" + std::to_string(::getpid()) + "-" +
          std::to_string(counter.fetch_add(1));
-}
-
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const DeviceError& e) {
-    return e.what();
-  }
-  return "(no DeviceError)";
 }
 
 TEST(IpcChannelTest, BytesAndValuesRoundTrip) {
@@ -62,16 +53,16 @@ TEST(IpcChannelTest, BytesAndValuesRoundTrip) {
 TEST(IpcChannelTest, PeerHangupAndTimeoutAreClearErrors) {
   auto [a, b] = IpcConnection::pair();
   b.set_timeout(50ms);
-  std::string message = error_of([&, &b = b] { b.receive_value<int>(); });
+  std::string message = error_of<DeviceError>([&, &b = b] { b.receive_value<int>(); });
   EXPECT_NE(message.find("timed out after 50 ms"), std::string::npos) << message;
   a.send_value<uint16_t>(7);
   a.close();
-  message = error_of([&, &b = b] { b.receive_value<uint64_t>(); });
+  message = error_of<DeviceError>([&, &b = b] { b.receive_value<uint64_t>(); });
   EXPECT_NE(message.find("closed the connection after 2 of 8 bytes"), std::string::npos) << message;
   // Writing to a closed peer raises (no SIGPIPE).
   auto [c, d] = IpcConnection::pair();
   d.close();
-  message = error_of([&, &c = c] {
+  message = error_of<DeviceError>([&, &c = c] {
     for (int i = 0; i < 100; ++i) c.send_value<int>(i);
   });
   EXPECT_NE(message.find("ipc: send failed"), std::string::npos) << message;
@@ -94,7 +85,8 @@ TEST(IpcChannelTest, ListenerAndConnectOnAbstractAndFilePaths) {
     client.join();
   }
   EXPECT_NE(::access(file_path.c_str(), F_OK), 0);  // unlinked by the listener
-  const std::string message = error_of([] { IpcConnection::connect("@ferry-nobody-home", 30ms); });
+  const std::string message =
+      error_of<DeviceError>([] { IpcConnection::connect("@ferry-nobody-home", 30ms); });
   EXPECT_NE(message.find("connect(\"@ferry-nobody-home\") failed for 30 ms"), std::string::npos)
       << message;
   EXPECT_THROW(IpcListener(std::string(200, 'x')), DeviceError);
@@ -126,7 +118,7 @@ TEST(IpcChannelTest, HandlesCarryTheirDescriptor) {
   // Garbage is rejected with a clear message.
   const char junk[32] = "not a handle";
   a.send_bytes(junk, sizeof(junk));
-  const std::string message = error_of([&, &b = b] { b.receive_handle(); });
+  const std::string message = error_of<DeviceError>([&, &b = b] { b.receive_handle(); });
   EXPECT_NE(message.find("expected a ferry IPC handle"), std::string::npos) << message;
 }
 
@@ -151,8 +143,8 @@ TEST_F(SimIpcTest, ImportInTheSameProcessSharesTheBytes) {
     EXPECT_THROW(export_ipc_handle(Device("sim:1"), mapping.get()), DeviceError);
     EXPECT_THROW(sim_backend().free(1, mapping.get()), DeviceError);
   }
-  const std::string message =
-      error_of([&] { export_ipc_handle(Device("sim:1"), static_cast<char*>(x.get()) + 64); });
+  const std::string message = error_of<DeviceError>(
+      [&] { export_ipc_handle(Device("sim:1"), static_cast<char*>(x.get()) + 64); });
   EXPECT_NE(message.find("expected the start of a live sim allocation"), std::string::npos)
       << message;
   IpcHandle bogus = handle.clone();

@@ -12,21 +12,12 @@
 #include "ferry/device/raw_device_allocator.h"
 #include "ferry/device/stream.h"
 #include "tests/device/sim_fixture.h"
+#include "tests/support/errors.h"
 
 namespace ferry::testing {
 namespace {
 
 using SimMemoryTest = SimTest;
-
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no ferry::Error)";
-}
 
 std::vector<unsigned char> iota_bytes(size_t n, unsigned char first = 0) {
   std::vector<unsigned char> v(n);

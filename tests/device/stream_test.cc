@@ -11,21 +11,12 @@
 #include "ferry/device/guard.h"
 #include "ferry/device/stream.h"
 #include "tests/device/sim_fixture.h"
+#include "tests/support/errors.h"
 
 namespace ferry::testing {
 namespace {
 
 using StreamTest = SimTest;
-
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const DeviceError& e) {
-    return e.what();
-  }
-  return "(no DeviceError)";
-}
 
 TEST_F(StreamTest, TheIssueExampleCompilesAndBehaves) {
   ferry::Device dev("sim:0");
@@ -131,7 +122,7 @@ TEST_F(StreamTest, CpuStreamIsAPlaceholder) {
 }
 
 TEST_F(StreamTest, DeviceIndexOutOfRangeNamesIndexAndCount) {
-  const std::string message = error_of([] { default_stream(Device("sim:5")); });
+  const std::string message = error_of<DeviceError>([] { default_stream(Device("sim:5")); });
   EXPECT_NE(message.find("sim:5"), std::string::npos) << message;
   EXPECT_NE(message.find("below 2"), std::string::npos) << message;
   EXPECT_NE(message.find("there are 2 sim devices"), std::string::npos) << message;
@@ -142,7 +133,8 @@ TEST_F(StreamTest, DeviceIndexOutOfRangeNamesIndexAndCount) {
 }
 
 TEST_F(StreamTest, StreamIdOutOfRange) {
-  const std::string message = error_of([] { Stream(Device("sim:0"), kStreamPoolSize + 1); });
+  const std::string message =
+      error_of<DeviceError>([] { Stream(Device("sim:0"), kStreamPoolSize + 1); });
   EXPECT_NE(message.find("stream id between 0 and"), std::string::npos) << message;
   EXPECT_THROW(Stream(Device("sim:0"), -1), DeviceError);
   EXPECT_THROW(Stream(Device("cpu"), 1), DeviceError);
@@ -251,7 +243,7 @@ TEST_F(StreamTest, StreamGuardSetsDeviceAndStreamAndRestoresBoth) {
 TEST_F(StreamTest, HostFunctionErrorIsReportedBySynchronize) {
   const Stream s = get_stream_from_pool(Device("sim:0"));
   enqueue_host_function(s, [] { throw std::runtime_error("boom"); });
-  const std::string message = error_of([&] { s.synchronize(); });
+  const std::string message = error_of<DeviceError>([&] { s.synchronize(); });
   EXPECT_NE(message.find("sim:0"), std::string::npos) << message;
   EXPECT_NE(message.find("boom"), std::string::npos) << message;
   s.synchronize();  // reported once
