@@ -9,9 +9,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FERRY_BUILD_DIR:-$root/build/release}
 args=()
 if [[ -n "${FERRY_SANITIZE:-}" ]]; then
-  # Sanitizer builds: baseline SIMD target only and no benchmarks, to keep CI fast.
+  # Sanitizer builds: baseline SIMD target only, no benchmarks, -O1 with line tables only
+  # (enough for the sanitizers' stack traces), to keep CI fast.
   args+=(-DFERRY_SANITIZE="$FERRY_SANITIZE" -DFERRY_BUILD_BENCH=OFF -DFERRY_SIMD_TARGETS=STATIC
-         -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+         -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1"
+         "-DCMAKE_CUDA_FLAGS_RELWITHDEBINFO=-O1")
 fi
 "$root/scripts/build.sh" "$build" "${args[@]}"
 ctest --test-dir "$build" --output-on-failure -j 2 "$@"

@@ -38,9 +38,8 @@ TEST(Device, PrintsAsParsed) {
 }
 
 TEST(Device, BadStringsNameTheString) {
-  for (const char* spec :
-       {"", "gpu", "gpu:0", "sim:", "sim:-1", "sim:x", "sim:1x", "sim:128", "sim:01", "cpu:1",
-        "cuda:+1", " cuda:0", "CUDA:0", "sim:1:2"}) {
+  for (const char* spec : {"", "gpu", "gpu:0", "sim:", "sim:-1", "sim:x", "sim:1x", "sim:128",
+                           "sim:01", "cpu:1", "cuda:+1", " cuda:0", "CUDA:0", "sim:1:2"}) {
     try {
       Device d(spec);
       ADD_FAILURE() << "expected an error for \"" << spec << "\", got " << d;

@@ -75,8 +75,8 @@ TEST(Tensor, Contiguity) {
 }
 
 TEST(Tensor, ChannelsLast) {
-  Tensor c = empty({8, 3, 5, 5}, TensorOptions().dtype(kHalf).memory_format(
-                                     MemoryFormat::ChannelsLast));
+  Tensor c =
+      empty({8, 3, 5, 5}, TensorOptions().dtype(kHalf).memory_format(MemoryFormat::ChannelsLast));
   EXPECT_EQ(c.strides().vec(), (V{75, 1, 15, 3}));
   EXPECT_TRUE(c.is_contiguous(MemoryFormat::ChannelsLast));
   EXPECT_FALSE(c.is_contiguous());

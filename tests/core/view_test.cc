@@ -136,8 +136,11 @@ TEST(Views, Expand) {
   expect_layout(col.expand({-1, 4}), {3, 4}, {1, 0}, 0);
   expect_layout(blank({}).expand({2, 2}), {2, 2}, {0, 0}, 0);
   expect_layout(col.expand_as(blank({7, 3, 2})), {7, 3, 2}, {0, 1, 0}, 0);
-  expect_error<ShapeError>([&] { col.expand({4, 5}); }, {"expanded size (4)", "existing size (3)",
-                                                         "dimension 0"});
+  expect_error<ShapeError>(
+      [&] {
+        col.expand({4, 5});
+      },
+      {"expanded size (4)", "existing size (3)", "dimension 0"});
   expect_error<ShapeError>([&] { col.expand({5}); }, {"at least", "[5]"});
 }
 
@@ -167,8 +170,8 @@ TEST(Views, Flatten) {
 }
 
 TEST(Views, AsStridedChecksBounds) {
-  Tensor a = make_tensor(Storage(24 * 4, cpu_allocator(), Device("cpu")), kFloat, {2, 3, 4},
-                         {12, 4, 1});
+  Tensor a =
+      make_tensor(Storage(24 * 4, cpu_allocator(), Device("cpu")), kFloat, {2, 3, 4}, {12, 4, 1});
   expect_layout(a.as_strided({3, 3}, {8, 1}, 4), {3, 3}, {8, 1}, 4);
   expect_error<ShapeError>([&] { a.as_strided({3, 3}, {8, 1}, 8); }, {"reach 108 bytes", "96"});
   expect_error<ShapeError>([&] { a.as_strided({3}, {1, 1}); }, {"as many strides"});
@@ -206,8 +209,7 @@ TEST(Views, BroadcastShapes) {
   EXPECT_EQ(IntArrayRef(broadcast_shapes({2, 1, 3}, {4, 3})).vec(), (V{2, 4, 3}));
   EXPECT_EQ(IntArrayRef(broadcast_shapes({}, {5, 1})).vec(), (V{5, 1}));
   EXPECT_EQ(IntArrayRef(broadcast_shapes({0, 1}, {1, 7})).vec(), (V{0, 7}));
-  expect_error<ShapeError>([] { broadcast_shapes({2, 3}, {4, 3}); },
-                           {"(2)", "(4)", "dimension 0"});
+  expect_error<ShapeError>([] { broadcast_shapes({2, 3}, {4, 3}); }, {"(2)", "(4)", "dimension 0"});
 }
 
 }  // namespace

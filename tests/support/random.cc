@@ -14,8 +14,8 @@ uint64_t base_seed() {
     if (const char* env = std::getenv("FERRY_TEST_SEED"); env != nullptr && *env != '\0') {
       return static_cast<uint64_t>(std::strtoull(env, nullptr, 10));
     }
-    return static_cast<uint64_t>(
-        std::chrono::steady_clock::now().time_since_epoch().count() % 1000000007ULL);
+    return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count() %
+                                 1000000007ULL);
   }();
   return seed;
 }
