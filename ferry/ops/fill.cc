@@ -1,9 +1,12 @@
 // fill_ and zero_: write one value into every element, honouring the lazy conj/neg bits so that
-// reading the tensor back gives the value that was written.
+// reading the tensor back gives the value that was written. fill_ is the dispatcher operator
+// ferry::fill_, with a CPU kernel here and the device kernel of ferry/ops/device_copy.h.
 #include <algorithm>
 
 #include "ferry/core/element_walk.h"
 #include "ferry/core/tensor.h"
+#include "ferry/dispatch/dispatcher.h"
+#include "ferry/dispatch/library.h"
 #include "ferry/ops/device_copy.h"
 
 namespace ferry {
@@ -21,7 +24,7 @@ Scalar stored_value(const Scalar& value, bool conj, bool neg) {
   return Scalar(-value.to<int64_t>());
 }
 
-void fill_cpu(const Tensor& self, const Scalar& value) {
+Tensor& fill_cpu(Tensor& self, const Scalar& value) {
   const Scalar stored = stored_value(value, self.is_conj(), self.is_neg());
   visit_dtype(self.dtype(), [&]<typename T>() {
     const T v = stored.to<T>();
@@ -32,18 +35,26 @@ void fill_cpu(const Tensor& self, const Scalar& value) {
       for_each_element_offset(self.sizes(), self.strides(), [&](int64_t i) { data[i] = v; });
     }
   });
+  return self;
+}
+
+// Queued on the device's current stream, without waiting.
+Tensor& fill_device(Tensor& self, const Scalar& value) {
+  device_fill(self, stored_value(value, self.is_conj(), self.is_neg()));
+  return self;
 }
 
 }  // namespace
 
+FERRY_LIBRARY(ferry, m) { m.def("ferry::fill_(Tensor(a!) self, Scalar value) -> Tensor(a!)"); }
+FERRY_LIBRARY_IMPL(ferry, CPU, m) { m.impl("fill_", &fill_cpu, "fill_cpu"); }
+FERRY_LIBRARY_IMPL(ferry, Sim, m) { m.impl("fill_", &fill_device, "fill_device"); }
+FERRY_LIBRARY_IMPL(ferry, CUDA, m) { m.impl("fill_", &fill_device, "fill_device"); }
+
 Tensor& Tensor::fill_(const Scalar& value) {
-  if (is_cpu()) {
-    fill_cpu(*this, value);
-  } else {
-    // Queued on the device's current stream (ferry/ops/device_copy.h).
-    device_fill(*this, stored_value(value, is_conj(), is_neg()));
-  }
-  return *this;
+  static const auto op =
+      Dispatcher::singleton().find("ferry::fill_").typed<Tensor&(Tensor&, const Scalar&)>();
+  return op.call(*this, value);
 }
 
 Tensor& Tensor::zero_() { return fill_(0); }
