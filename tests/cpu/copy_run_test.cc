@@ -87,16 +87,20 @@ class Case {
   std::vector<unsigned char> before_;
 };
 
-// Runs the plan plan_copy picks, split 1, 2 and 3 ways, and the Strided kernel (valid for every
-// problem); each must equal the oracle byte for byte, outside the elements too.
+// Runs the plan plan_copy picks, split 1, 2 and 3 ways, with ordinary and with streaming stores,
+// and the Strided kernel (valid for every problem); each must equal the oracle byte for byte,
+// outside the elements too.
 void expect_matches_oracle(Case& c) {
   SCOPED_TRACE(testing::describe_problem(c.problem()));
   const std::vector<unsigned char> expected = c.run(nullptr);
   CopyPlan plan = plan_copy(c.problem());
-  for (int threads : {1, 2, 3}) {
-    plan.threads = threads;
-    SCOPED_TRACE(plan.describe());
-    ASSERT_EQ(testing::first_difference(expected, c.run(&plan)), "");
+  for (bool stream : {false, true}) {
+    for (int threads : {1, 2, 3}) {
+      plan.threads = threads;
+      plan.stream = stream;
+      SCOPED_TRACE(plan.describe());
+      ASSERT_EQ(testing::first_difference(expected, c.run(&plan)), "");
+    }
   }
   CopyPlan strided;
   ASSERT_EQ(testing::first_difference(expected, c.run(&strided)), "") << "Strided";
@@ -221,6 +225,7 @@ TEST_F(CopyRun, EveryDtypePairThroughEveryKernelOnEveryTarget) {
           EXPECT_EQ(copy_kernel_name(plan.kind), copy_kernel_name(kind));
           for (int threads : {1, 2}) {
             plan.threads = threads;
+            plan.stream = threads == 2;  // both store modes
             ASSERT_EQ(testing::first_difference(expected, run(&plan)), "") << plan.describe();
           }
         };
@@ -235,8 +240,9 @@ TEST_F(CopyRun, EveryDtypePairThroughEveryKernelOnEveryTarget) {
   }
 }
 
-// Outputs past the streaming threshold (non-temporal stores, 64-byte alignment peeling) for
-// the benchmark's shapes, scaled down, on the best target and on AVX2 when present.
+// The benchmark's shapes, scaled down, with both store modes (non-temporal stores: 64-byte
+// alignment peeling, tiles grouped into whole dst runs), on the best target and on AVX2 when
+// present.
 TEST_F(CopyRun, LargeProblemsMatchTheOracle) {
   SCOPED_TRACE(ferry::testing::seed_trace());
   auto rng = ferry::testing::test_rng();
@@ -285,12 +291,15 @@ TEST_F(CopyRun, LargeProblemsMatchTheOracle) {
     testing::naive_copy(p);
     for (const std::string& target : targets) {
       set_simd_target(target);
-      Buffer actual(static_cast<size_t>(dst_extent * ds), 0);
-      p.dst = reinterpret_cast<char*>(actual.data());
-      const CopyPlan plan = plan_copy(p);
-      SCOPED_TRACE(testing::describe_problem(p) + " " + plan.describe());
-      run_copy(p, plan);
-      ASSERT_EQ(testing::first_difference(expected.contents(), actual.contents()), "");
+      for (bool stream : {false, true}) {
+        Buffer actual(static_cast<size_t>(dst_extent * ds), 0);
+        p.dst = reinterpret_cast<char*>(actual.data());
+        CopyPlan plan = plan_copy(p);
+        plan.stream = stream;
+        SCOPED_TRACE(testing::describe_problem(p) + " " + plan.describe());
+        run_copy(p, plan);
+        ASSERT_EQ(testing::first_difference(expected.contents(), actual.contents()), "");
+      }
     }
   }
 }

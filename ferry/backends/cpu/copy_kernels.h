@@ -88,16 +88,22 @@ struct TransposeRect {
   int64_t src_row_stride = 0;
   int64_t dst_row_stride = 0;
   TransposeOp op = TransposeOp::kNone;
-  // Non-temporal stores of whole 64-byte lines: the caller guarantees dst is 64-byte aligned,
-  // dst_row_stride a multiple of 64, rows a multiple of transpose_stream_rows(op) and cols of
-  // transpose_stream_cols(op).
+  // Non-temporal stores of whole runs of 64-byte lines per dst row, for the rows and columns
+  // covered by whole streaming steps (transpose_stream_rows x transpose_stream_cols); the rest
+  // gets ordinary stores. The caller guarantees dst is 64-byte aligned and dst_row_stride a
+  // multiple of 64.
   bool stream = false;
+  // Streaming: prefetch the next strip's src rows (the next rows along i) while reading this
+  // one, worth it when src rows are short: the prefetchers do not follow a strip's column-wise
+  // walk through them. May touch addresses past the rectangle (prefetches never fault).
+  bool prefetch_next_strip = false;
 };
 
 // The register tile edge (in elements) of `op` on the current SIMD target; 0 if not vectorized.
 int transpose_tile(TransposeOp op);
-// The rows (along i) a streaming rectangle must be a multiple of: tiles grouped so that each
-// dst row gets whole 64-byte lines. 0 if not vectorized.
+// The rows (along i) and columns (along j) of one streaming step: tiles grouped so that each dst
+// row gets a run of whole 64-byte lines (128 bytes or more) and each src row whole lines. 0 if
+// not vectorized.
 int transpose_stream_rows(TransposeOp op);
 int transpose_stream_cols(TransposeOp op);
 // Transposes the rectangle tile by tile (rows and cols multiples of transpose_tile(op)).

@@ -61,6 +61,10 @@ struct CopyPlan {
   int64_t tile_cols = 0;
   // Chunks the work is split into (1: runs on the calling thread).
   int threads = 1;
+  // Non-temporal (streaming) stores for the output, chosen from its size per thread and the
+  // cache sizes detected at run time (docs/kernels.md, "Store mode"). Either value gives the
+  // same result; run_copy ignores it when conj/neg must be applied after the conversion.
+  bool stream = false;
   // The SIMD target the kernels run on (e.g. "AVX3", "AVX2", "EMU128").
   const char* simd_target = "";
 

@@ -35,13 +35,14 @@ std::string CopyPlan::describe() const {
   if (kind == CopyKernelKind::Transpose) {
     len = std::snprintf(
         buf, sizeof(buf),
-        "Transpose (src fast dim %d, block %lldx%lld, tile %lldx%lld), %d thread%s, %s",
+        "Transpose (src fast dim %d, block %lldx%lld, tile %lldx%lld), %d thread%s, %s stores, %s",
         src_fast_dim, static_cast<long long>(block_rows), static_cast<long long>(block_cols),
         static_cast<long long>(tile_rows), static_cast<long long>(tile_cols), threads,
-        threads == 1 ? "" : "s", simd_target);
+        threads == 1 ? "" : "s", stream ? "streaming" : "ordinary", simd_target);
   } else {
-    len = std::snprintf(buf, sizeof(buf), "%s, %d thread%s, %s", copy_kernel_name(kind), threads,
-                        threads == 1 ? "" : "s", simd_target);
+    len = std::snprintf(buf, sizeof(buf), "%s, %d thread%s, %s stores, %s", copy_kernel_name(kind),
+                        threads, threads == 1 ? "" : "s", stream ? "streaming" : "ordinary",
+                        simd_target);
   }
   return std::string(buf, static_cast<size_t>(std::max(len, 0)));
 }
@@ -92,13 +93,23 @@ CopyPlan plan_copy(const CopyProblem& p) {
     if (!fused) op = kernels::transpose_copy_op(static_cast<size_t>(src_size));
     const int64_t tile = kernels::transpose_tile(op);
     plan.tile_rows = plan.tile_cols = tile;
-    // Rows: whole dst lines per strip, in whole tiles. Columns: a fixed width, or what the
+    // Rows: one streaming step when the tiles stream (a run of whole dst lines per dst row),
+    // else whole dst lines per strip, in whole tiles. Columns: a fixed width, or what the
     // buffer holds when the conversion runs from it.
     const int64_t step = std::max<int64_t>(tile, 1);
-    const int64_t line_rows = std::max<int64_t>(1, 64 / dst_size);
+    const int64_t line_rows =
+        std::max<int64_t>(fused ? kernels::transpose_stream_rows(op) : 0, 64 / dst_size);
     plan.block_rows = (std::max(step, line_rows) + step - 1) / step * step;
     if (fused) {
       plan.block_cols = tuning::kTransposeCols;
+      // Few columns (NHWC -> NCHW: 64 channels): taller blocks, fewer calls per byte.
+      const int64_t cols = p.sizes[plan.src_fast_dim];
+      if (cols < plan.block_cols) {
+        const int64_t width = (cols + step - 1) / step * step;
+        plan.block_rows *=
+            std::clamp<int64_t>(plan.block_cols / width, 1, tuning::kTransposeMaxRowScale);
+        plan.block_cols = width;
+      }
     } else {
       const int64_t fit =
           tuning::kTransposeBufferBytes / (plan.block_rows * std::max(dst_size, src_size));
@@ -112,6 +123,16 @@ CopyPlan plan_copy(const CopyProblem& p) {
   if (traffic >= 2 * tuning::kMinBytesPerThread && !in_parallel_region()) {
     plan.threads = static_cast<int>(
         std::min<int64_t>(get_num_threads(), traffic / tuning::kMinBytesPerThread));
+  }
+  // Store mode: streaming stores for a contiguous output once each thread's part of it is past
+  // the threshold of the way the kernel writes (copy_tuning.h). conj/neg are applied in place
+  // after the conversion, so they need the output cached.
+  const int64_t out_bytes = numel * dst_size;
+  if (out_bytes >= tuning::kStreamMinBytes && dst0 == dst_size && !flags.any()) {
+    const tuning::StreamThresholds& limits = tuning::stream_thresholds();
+    const int64_t threshold =
+        plan.kind == CopyKernelKind::Transpose ? limits.scattered : limits.sequential;
+    plan.stream = out_bytes / plan.threads >= threshold;
   }
   return plan;
 }

@@ -76,10 +76,10 @@ struct Transpose {
   TransposeOp op = TransposeOp::kNone;  // tile op: fused conversion, or a copy of src elements
   bool fused = false;                   // op writes dst's dtype (else a conversion follows)
   int64_t tile = 0;
-  int64_t stream_rows = 0;  // direct streaming: rows and columns per step (whole lines)
-  int64_t stream_cols = 0;
+  int64_t stream_rows = 0;  // direct streaming: rows per step (a whole run per dst row)
   bool stream = false;
-  bool direct = false;  // tiles store straight to dst (else through the L1 buffer)
+  bool direct = false;      // tiles store straight to dst (else through the L1 buffer)
+  bool short_rows = false;  // whole src rows per block, at most kShortRowBytes apart
   int64_t row_blocks = 0, col_groups = 1, outer = 1;
   bool rows_outermost = false;  // loop order, see run()
 
@@ -87,22 +87,27 @@ struct Transpose {
 
   void block(char* dst, const char* src, int64_t bi, int64_t bj) const {
     alignas(64) char buffer[kBufferBytes];
-    const int64_t tile_i = direct && stream ? stream_rows : tile;
-    const int64_t tile_j = direct && stream ? stream_cols : tile;
-    const int64_t bi_t = tile > 0 ? bi / tile_i * tile_i : 0;
-    const int64_t bj_t = tile > 0 ? bj / tile_j * tile_j : 0;
+    const int64_t bi_t = tile > 0 ? bi / tile * tile : 0;
+    const int64_t bj_t = tile > 0 ? bj / tile * tile : 0;
     int64_t done_i = bi_t;  // rows [0, done_i) x cols [0, done_j) come from the tiles
     int64_t done_j = bj_t;
     if (fused) {
       if (bi_t > 0 && bj_t > 0) {
         if (direct) {
-          kernels::transpose_tiles({src, dst, bi_t, bj_t, src_i, dst_j, op, stream});
+          kernels::transpose_tiles(
+              {src, dst, bi_t, bj_t, src_i, dst_j, op, stream, stream && short_rows});
         } else {
+          // Through the buffer, as many whole tile columns at a time as it holds.
           const int64_t row_bytes = bi_t * dst_size;
-          kernels::transpose_tiles({src, buffer, bi_t, bj_t, src_i, row_bytes, op, false});
-          for (int64_t j = 0; j < bj_t; ++j) {
-            kernels::copy_bytes(dst + j * dst_j, buffer + j * row_bytes,
-                                static_cast<size_t>(row_bytes), stream);
+          const int64_t chunk = static_cast<int64_t>(kBufferBytes) / row_bytes / tile * tile;
+          for (int64_t j0 = 0; j0 < bj_t; j0 += chunk) {
+            const int64_t m = std::min(chunk, bj_t - j0);
+            kernels::transpose_tiles(
+                {src + j0 * src_size, buffer, bi_t, m, src_i, row_bytes, op, false});
+            for (int64_t j = 0; j < m; ++j) {
+              kernels::copy_bytes(dst + (j0 + j) * dst_j, buffer + j * row_bytes,
+                                  static_cast<size_t>(row_bytes), stream);
+            }
           }
         }
       }
@@ -193,19 +198,23 @@ Transpose make_transpose(const CopyProblem& p, const CopyPlan& plan, ConjNeg fla
   }
   t.stream = stream;
   // Streaming straight from the tiles needs every block's dst rows to start on a cache line
-  // (else the rows go through the buffer and a streaming copy that peels to the boundary).
+  // (else the rows go through the buffer and a streaming copy that peels to the boundary), and
+  // blocks of whole streaming steps (the tiles give a ragged last block ordinary stores).
   t.stream_rows = kernels::transpose_stream_rows(t.op);
-  t.stream_cols = kernels::transpose_stream_cols(t.op);
   bool aligned = reinterpret_cast<uintptr_t>(p.dst) % 64 == 0 && t.dst_j % 64 == 0 &&
                  t.stream_rows > 0 && t.block_rows % t.stream_rows == 0 &&
                  t.block_rows * t.dst_size % 64 == 0;
   for (int d = 1; d < p.ndim(); ++d) aligned = aligned && p.dst_strides[d] % 64 == 0;
   t.direct = t.fused && (!stream || aligned);
+  // The buffer holds at least a tile column of a block (fused) or a whole block (converting).
+  const int64_t buffered_cols = t.fused ? std::max<int64_t>(t.tile, 1) : t.block_cols;
   FERRY_CHECK(t.block_rows > 0 && t.block_cols > 0 &&
-                  (t.direct || t.block_rows * t.block_cols * std::max(t.dst_size, t.src_size) <=
+                  (t.direct || t.block_rows * buffered_cols * std::max(t.dst_size, t.src_size) <=
                                    static_cast<int64_t>(Transpose::kBufferBytes)),
               "run_copy: transpose block ", t.block_rows, "x", t.block_cols,
               " does not fit the kernel's buffer");
+  // Whole src rows per block, close together (NHWC -> NCHW: 256-byte pixels), strips in order.
+  t.short_rows = t.cols <= t.block_cols && std::abs(t.src_i) <= tuning::kShortRowBytes;
   t.row_blocks = (t.rows + t.block_rows - 1) / t.block_rows;
   t.rows_outermost = true;
   for (int d = 1; d < p.ndim(); ++d) {
@@ -239,8 +248,7 @@ void run_copy(const CopyProblem& p, const CopyPlan& plan) {
   const int64_t numel = p.numel();
   if (numel == 0) return;
   const ConjNeg flags = kernels::effective_conj_neg(p.dst_dtype, p.conj, p.neg);
-  const bool stream = !flags.any() && numel * static_cast<int64_t>(element_size(p.dst_dtype)) >=
-                                          tuning::kStreamMinBytes;
+  const bool stream = plan.stream && !flags.any();
   if (plan.kind == CopyKernelKind::Transpose) {
     FERRY_CHECK(plan.src_fast_dim > 0 && plan.src_fast_dim < p.ndim(),
                 "run_copy: a Transpose plan needs src_fast_dim in [1, ", p.ndim(), "), but got ",

@@ -10,6 +10,7 @@
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
@@ -179,71 +180,104 @@ HWY_INLINE void TransposeTile(const Byte* src, int64_t src_stride, Byte* dst, in
   });
 }
 
-// Streams one 64-byte line per row from an L1 scratch of kRows lines to dst rows dst_stride apart.
-template <size_t kRows>
-HWY_INLINE void StreamLines(const Byte* scratch, Byte* dst, int64_t dst_stride) {
+// Streams kRunBytes (whole 64-byte lines) per row from an L1 scratch of kRows runs to dst rows
+// dst_stride apart.
+template <size_t kRows, size_t kRunBytes>
+HWY_INLINE void StreamRuns(const Byte* scratch, Byte* dst, int64_t dst_stride) {
   const hn::CappedTag<uint8_t, 64> d;
   constexpr size_t kLanes = hn::MaxLanes(d);
-  static_assert(64 % kLanes == 0, "whole vectors per line");
+  static_assert(kRunBytes % 64 == 0 && 64 % kLanes == 0, "whole lines, whole vectors");
   for (size_t c = 0; c < kRows; ++c) {
-    for (size_t k = 0; k < 64; k += kLanes) {
-      hn::Stream(hn::Load(d, scratch + c * 64 + k), d,
+    for (size_t k = 0; k < kRunBytes; k += kLanes) {
+      hn::Stream(hn::Load(d, scratch + c * kRunBytes + k), d,
                  dst + static_cast<int64_t>(c) * dst_stride + static_cast<int64_t>(k));
     }
   }
 }
 
-// How a streaming step groups tiles: kRows tiles along i make whole 64-byte dst lines, kCols
-// tiles along j read whole 64-byte src lines one right after the other (rows of a strip are a
-// multiple of 4 KiB apart, so they compete for the same L1 set: a half-read line would be gone
-// before the next tile came back for its other half).
+// How a streaming step groups tiles (docs/kernels.md, "Transposes"):
+// - kRows tiles along i give every dst row a run of kRunBytes: two whole 64-byte lines written
+//   back to back when possible. Non-temporal stores of single lines scattered over dst rows run
+//   at half the speed of sequential ones on the development machine; runs of two lines or more
+//   run at full speed. But kRows tiles along i also mean kN * kRows src read streams, and the L2
+//   streamer follows 32, not 64: so at most 32 rows (two-line runs for float32 on AVX3 and AVX2,
+//   single lines for 16-bit dst elements), and at least a whole line (64 rows of 1-byte ones).
+// - kCols tiles along j read whole 64-byte src lines one right after the other (rows of a strip
+//   may be a multiple of 4 KiB apart and share one L1 set: a half-read line would be evicted
+//   before the next tile came back for its other half).
 template <class Op>
 struct Grouping {
   static constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(typename Op::D()));
   static constexpr int64_t kDstRowBytes = kN * static_cast<int64_t>(Op::kDstSize);
   static constexpr int64_t kSrcRowBytes = kN * static_cast<int64_t>(Op::kSrcSize);
-  static constexpr int64_t kRows = kDstRowBytes >= 64 ? 1 : 64 / kDstRowBytes;
+  static constexpr int64_t kLineRows = kDstRowBytes >= 64 ? 1 : 64 / kDstRowBytes;
+  static constexpr int64_t kWantRows = kDstRowBytes >= 128 ? 1 : 128 / kDstRowBytes;
+  static constexpr int64_t kMaxRows = 32 / kN;
+  static constexpr int64_t kRows = std::max(kLineRows, std::min(kWantRows, kMaxRows));
+  static constexpr int64_t kRunBytes = kRows * kDstRowBytes;
   static constexpr int64_t kCols = kSrcRowBytes >= 64 ? 1 : 64 / kSrcRowBytes;
+  static_assert(kRunBytes % kDstRowBytes == 0 && kRunBytes % 64 == 0, "whole lines per run");
 };
 
+// Tiles of [i0, i1) x [j0, j1), stored directly with ordinary stores. Not inlined: Tiles calls it
+// three times, and three unrolled copies per op and target cost half the file's compile time.
+template <class Op>
+HWY_NOINLINE void DirectTiles(const TransposeRect& r, int64_t i0, int64_t i1, int64_t j0,
+                              int64_t j1) {
+  constexpr int64_t kN = Grouping<Op>::kN;
+  const auto* src = reinterpret_cast<const Byte*>(r.src);
+  auto* dst = reinterpret_cast<Byte*>(r.dst);
+  const auto src_step = static_cast<int64_t>(Op::kSrcSize);
+  const auto dst_step = static_cast<int64_t>(Op::kDstSize);
+  for (int64_t i = i0; i < i1; i += kN) {
+    for (int64_t j = j0; j < j1; j += kN) {
+      TransposeTile<Op>(src + i * r.src_row_stride + j * src_step, r.src_row_stride,
+                        dst + j * r.dst_row_stride + i * dst_step, r.dst_row_stride, false);
+    }
+  }
+}
+
 // Rows (i) outer, columns (j) inner: src is read along its rows, dst written a tile row at a
-// time. When streaming, tiles are grouped (Grouping) in an L1 scratch of whole dst lines first,
-// so that every non-temporal store writes a whole line: a partial line would cost a
-// read-modify-write in memory.
+// time. When streaming, tiles are grouped (Grouping) in an L1 scratch of whole dst runs first,
+// so that every non-temporal store writes whole lines (a partial line would cost a
+// read-modify-write in memory), two or more of them in a row. Rows and columns beyond the last
+// whole group (ragged problems) get ordinary stores.
 template <class Op>
 void Tiles(const TransposeRect& r) {
   using G = Grouping<Op>;
   constexpr int64_t kN = G::kN;
-  const auto* src = reinterpret_cast<const Byte*>(r.src);
-  auto* dst = reinterpret_cast<Byte*>(r.dst);
-  const int64_t src_step = static_cast<int64_t>(Op::kSrcSize);
-  const int64_t dst_step = static_cast<int64_t>(Op::kDstSize);
-  static_assert(G::kDstRowBytes <= 64, "a tile row fits in a line");
-  // Whole dst lines per tile row: stream straight from the registers. The j-inner order then
-  // already reads both halves of a src line back to back.
-  if (G::kRows == 1 || !r.stream) {
-    for (int64_t i = 0; i < r.rows; i += kN) {
-      for (int64_t j = 0; j < r.cols; j += kN) {
-        TransposeTile<Op>(src + i * r.src_row_stride + j * src_step, r.src_row_stride,
-                          dst + j * r.dst_row_stride + i * dst_step, r.dst_row_stride, r.stream);
-      }
-    }
+  if (!r.stream) {
+    DirectTiles<Op>(r, 0, r.rows, 0, r.cols);
     return;
   }
-  alignas(64) Byte scratch[kN * G::kCols * 64];  // kN * kCols dst lines
-  for (int64_t i = 0; i < r.rows; i += kN * G::kRows) {
-    for (int64_t j = 0; j < r.cols; j += kN * G::kCols) {
+  const auto* src = reinterpret_cast<const Byte*>(r.src);
+  auto* dst = reinterpret_cast<Byte*>(r.dst);
+  const auto src_step = static_cast<int64_t>(Op::kSrcSize);
+  const auto dst_step = static_cast<int64_t>(Op::kDstSize);
+  constexpr int64_t kStepI = kN * G::kRows;
+  constexpr int64_t kStepJ = kN * G::kCols;
+  const int64_t rows = r.rows / kStepI * kStepI;
+  const int64_t cols = r.cols / kStepJ * kStepJ;
+  alignas(64) Byte scratch[kStepJ * G::kRunBytes];  // kStepJ dst runs
+  for (int64_t i = 0; i < rows; i += kStepI) {
+    for (int64_t j = 0; j < cols; j += kStepJ) {
+      if (r.prefetch_next_strip) {
+        const Byte* next = src + (i + kStepI) * r.src_row_stride + j * src_step;
+        for (int64_t q = 0; q < kStepI; ++q) hwy::Prefetch(next + q * r.src_row_stride);
+      }
       for (int64_t g = 0; g < G::kRows; ++g) {
         for (int64_t c = 0; c < G::kCols; ++c) {
           TransposeTile<Op>(src + (i + g * kN) * r.src_row_stride + (j + c * kN) * src_step,
-                            r.src_row_stride, scratch + c * kN * 64 + g * G::kDstRowBytes, 64,
-                            false);
+                            r.src_row_stride, scratch + c * kN * G::kRunBytes + g * G::kDstRowBytes,
+                            G::kRunBytes, false);
         }
       }
-      StreamLines<static_cast<size_t>(kN * G::kCols)>(
+      StreamRuns<static_cast<size_t>(kStepJ), static_cast<size_t>(G::kRunBytes)>(
           scratch, dst + j * r.dst_row_stride + i * dst_step, r.dst_row_stride);
     }
   }
+  DirectTiles<Op>(r, 0, rows, cols, r.cols);
+  DirectTiles<Op>(r, rows, r.rows, 0, r.cols);
 }
 
 template <class Op>
@@ -251,22 +285,18 @@ constexpr int TileOf() {
   return static_cast<int>(hn::MaxLanes(typename Op::D()));
 }
 
-template <class Op>
-constexpr int RowBytesOf() {
-  return TileOf<Op>() * static_cast<int>(Op::kDstSize);
-}
-
 // Columns (along j) one streaming step covers.
 template <class Op>
 constexpr int StreamColsOf() {
   using G = Grouping<Op>;
-  return static_cast<int>(G::kRows == 1 ? G::kN : G::kN * G::kCols);
+  return static_cast<int>(G::kN * G::kCols);
 }
 
-// Rows (along i) one streaming step covers: enough tiles for whole 64-byte lines.
+// Rows (along i) one streaming step covers: enough tiles for a whole run per dst row.
 template <class Op>
 constexpr int StreamRowsOf() {
-  return RowBytesOf<Op>() >= 64 ? TileOf<Op>() : 64 / static_cast<int>(Op::kDstSize);
+  using G = Grouping<Op>;
+  return static_cast<int>(G::kN * G::kRows);
 }
 
 // Calls fn.template operator()<Op>() for a runtime op; returns fallback for kNone.

@@ -1,0 +1,178 @@
+// The store-mode rule (copy_tuning.h, docs/kernels.md "Store mode"): thresholds from the cache
+// sizes, FERRY_STREAM_THRESHOLD's syntax, what plan_copy picks, and transposes forced to stream
+// with ragged edges (rows and columns past the last whole streaming step), on every SIMD target.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ferry/backends/cpu/copy_plan.h"
+#include "ferry/backends/cpu/copy_tuning.h"
+#include "ferry/backends/cpu/simd.h"
+#include "ferry/core/error.h"
+#include "ferry/iter/parallel.h"
+#include "tests/cpu/copy_problem_gen.h"
+#include "tests/support/random.h"
+
+namespace ferry::cpu {
+namespace {
+
+using testing::Buffer;
+using tuning::stream_thresholds_for;
+
+constexpr int64_t kKiB = 1024;
+constexpr int64_t kMiB = 1024 * kKiB;
+
+TEST(StoreMode, ThresholdsFollowTheCaches) {
+  // This development VM: 2 MiB L2 per core, 480 MiB L3 reported, 2 threads.
+  auto t = stream_thresholds_for(2 * kMiB, 480 * kMiB, 2);
+  EXPECT_EQ(t.scattered, 512 * kKiB);
+  EXPECT_EQ(t.sequential, 8 * kMiB);  // glibc's 180 MiB, capped at 4 L2s
+  // A desktop: 1 MiB L2, 16 MiB L3 shared by 16 threads: 3/4 of 1 MiB per thread.
+  t = stream_thresholds_for(kMiB, 16 * kMiB, 16);
+  EXPECT_EQ(t.scattered, 256 * kKiB);
+  EXPECT_EQ(t.sequential, 768 * kKiB);
+  // A tiny LLC share never goes below the scattered threshold.
+  t = stream_thresholds_for(kMiB, 2 * kMiB, 64);
+  EXPECT_EQ(t.sequential, 256 * kKiB);
+  // Nothing reported: a 1 MiB L2 is assumed, and no LLC share.
+  t = stream_thresholds_for(0, 0, 4);
+  EXPECT_EQ(t.scattered, 256 * kKiB);
+  EXPECT_EQ(t.sequential, 4 * kMiB);
+}
+
+TEST(StoreMode, ParsesTheEnvironmentOverride) {
+  EXPECT_EQ(tuning::parse_stream_threshold("0"), 0);
+  EXPECT_EQ(tuning::parse_stream_threshold("12345"), 12345);
+  EXPECT_EQ(tuning::parse_stream_threshold("64K"), 64 * kKiB);
+  EXPECT_EQ(tuning::parse_stream_threshold("8m"), 8 * kMiB);
+  EXPECT_EQ(tuning::parse_stream_threshold("1G"), 1024 * kMiB);
+  EXPECT_EQ(tuning::parse_stream_threshold("never"), tuning::kStreamNever);
+  for (const char* bad : {"", "M", "abc", "8X", "8MB", "-1", "1 M"}) {
+    EXPECT_THROW(tuning::parse_stream_threshold(bad), Error) << bad;
+  }
+}
+
+// A problem over sizes with strides in elements (fastest-first for dst); planning reads no data.
+CopyProblem problem(std::vector<int64_t> sizes, std::vector<int64_t> dst, std::vector<int64_t> src,
+                    ScalarType t = kFloat32) {
+  CopyProblem p;
+  const auto size = static_cast<int64_t>(element_size(t));
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    p.sizes.push_back(sizes[d]);
+    p.dst_strides.push_back(dst[d] * size);
+    p.src_strides.push_back(src[d] * size);
+  }
+  p.dst_dtype = p.src_dtype = t;
+  return p;
+}
+
+class StoreModePlan : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    saved_ = get_num_threads();
+    set_num_threads(1);
+  }
+  void TearDown() override { set_num_threads(saved_); }
+  int saved_ = 1;
+};
+
+TEST_F(StoreModePlan, StreamsPastTheThresholdOfTheWayTheKernelWrites) {
+  const tuning::StreamThresholds& limits = tuning::stream_thresholds();
+  if (limits.scattered >= 256 * kMiB || limits.sequential >= 256 * kMiB) {
+    GTEST_SKIP() << "FERRY_STREAM_THRESHOLD set to a large value";
+  }
+  // Square float32 transposes just below and at the scattered threshold (one thread).
+  const auto side = [](int64_t bytes) {
+    return static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(bytes) / 4)));
+  };
+  const int64_t big = std::max<int64_t>(side(limits.scattered), 8);
+  EXPECT_TRUE(plan_copy(problem({big, big}, {1, big}, {big, 1})).stream);
+  if (limits.scattered >= 4 * 64 * 64) {
+    const int64_t small = side(limits.scattered) - 2;
+    const CopyPlan plan = plan_copy(problem({small, small}, {1, small}, {small, 1}));
+    EXPECT_EQ(plan.kind, CopyKernelKind::Transpose);
+    EXPECT_FALSE(plan.stream);
+    EXPECT_NE(plan.describe().find("ordinary stores"), std::string::npos) << plan.describe();
+  }
+  // Contiguous copies use the sequential threshold.
+  const int64_t n = limits.sequential / 4;
+  const CopyPlan at = plan_copy(problem({n}, {1}, {1}));
+  EXPECT_TRUE(at.stream);
+  EXPECT_NE(at.describe().find("streaming stores"), std::string::npos) << at.describe();
+  EXPECT_FALSE(plan_copy(problem({n - 16}, {1}, {1})).stream);
+  // Never with lazy neg (applied in place afterwards), nor for a strided destination.
+  CopyProblem negated = problem({2 * n}, {1}, {1});
+  negated.neg = true;
+  EXPECT_FALSE(plan_copy(negated).stream);
+  EXPECT_FALSE(plan_copy(problem({2 * n}, {2}, {1})).stream);
+}
+
+// Transposes forced to stream, with dst rows padded to whole lines so that the tiles stream
+// directly, and sizes ragged against the streaming steps: the grouped runs, the ordinary-store
+// leftovers and the strided edges must all agree with the oracle.
+TEST(StoreModeRun, StreamingTransposesWithRaggedEdgesOnEveryTarget) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  auto rng = ferry::testing::test_rng();
+  const ScalarType pairs[][2] = {{kFloat32, kFloat32},       {kBFloat16, kBFloat16},
+                                 {kBFloat16, kFloat32},      {kFloat16, kFloat32},
+                                 {kFloat32, kBFloat16},      {kFloat32, kFloat16},
+                                 {kUInt8, kUInt8},           {kFloat64, kFloat64},
+                                 {kComplex128, kComplex128}, {kInt32, kFloat32}};
+  const int64_t rows_list[] = {16, 48, 100, 129};  // along i (dst contiguous)
+  const int64_t cols_list[] = {33, 64, 300};       // along j (src contiguous)
+  for (const std::string& target : simd_targets()) {
+    set_simd_target(target);
+    SCOPED_TRACE(target);
+    for (const auto& pair : pairs) {
+      const ScalarType d = pair[0], s = pair[1];
+      const auto ds = static_cast<int64_t>(element_size(d));
+      const auto ss = static_cast<int64_t>(element_size(s));
+      for (int64_t rows : rows_list) {
+        for (int64_t cols : cols_list) {
+          const int64_t dst_row = (rows * ds + 127) / 64 * 64 / ds;  // padded, whole lines
+          const int64_t src_row = cols + 3;
+          CopyProblem p;
+          p.sizes = {rows, cols};
+          p.dst_strides = {ds, dst_row * ds};
+          p.src_strides = {src_row * ss, ss};
+          p.dst_dtype = d;
+          p.src_dtype = s;
+          Buffer src(static_cast<size_t>(rows * src_row * ss), 0);
+          testing::fill_values(rng, s, src.data(), rows * src_row);
+          p.src = reinterpret_cast<const char*>(src.data());
+          const auto dst_bytes = static_cast<size_t>(cols * dst_row * ds);
+          std::vector<unsigned char> before(dst_bytes);
+          for (auto& b : before) b = static_cast<unsigned char>(rng());
+          auto run = [&](const CopyPlan* plan) {
+            Buffer dst(dst_bytes, 0);
+            dst.set_contents(before);
+            p.dst = reinterpret_cast<char*>(dst.data());
+            if (plan == nullptr) {
+              testing::naive_copy(p);
+            } else {
+              run_copy(p, *plan);
+            }
+            return dst.contents();
+          };
+          SCOPED_TRACE(testing::describe_problem(p));
+          const auto expected = run(nullptr);
+          CopyPlan plan = plan_copy(p);
+          ASSERT_EQ(plan.kind, CopyKernelKind::Transpose);
+          for (bool stream : {true, false}) {
+            for (int threads : {1, 2}) {
+              plan.stream = stream;
+              plan.threads = threads;
+              ASSERT_EQ(testing::first_difference(expected, run(&plan)), "") << plan.describe();
+            }
+          }
+        }
+      }
+    }
+  }
+  set_simd_target("");
+}
+
+}  // namespace
+}  // namespace ferry::cpu
