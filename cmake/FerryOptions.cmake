@@ -5,6 +5,11 @@ function(ferry_target_flags target)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     # GCC 12 reports false -Wrestrict positives inside libstdc++'s std::string (GCC bug 105651).
     list(APPEND cxx_warnings -Wno-restrict)
+    # GCC 12's -Wmaybe-uninitialized depends on inlining budgets and reports false positives on
+    # std::optional copies in large callers (GCC bugs 105562, 107138): it failed a CI build that
+    # passed on the development machine. Definite uses (-Wuninitialized) stay errors, and the
+    # sanitizer and valgrind runs check the rest.
+    list(APPEND cxx_warnings -Wno-maybe-uninitialized)
   endif()
   if(FERRY_WERROR)
     list(APPEND cxx_warnings -Werror)
