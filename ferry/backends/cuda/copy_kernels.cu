@@ -1,15 +1,15 @@
 // The CUDA copy kernel (device_copy_kernel_stub for DeviceType::CUDA): one thread per element in
 // a grid-stride loop; the element's byte offsets come from OffsetCalculator and its value from
 // copy_element (both FERRY_HOST_DEVICE and unit-tested on the host), so the kernel adds nothing
-// but the launch. One kernel per destination dtype, reading any source dtype; 32-bit indices
-// (multiply-shift division) when the element count and every offset fit, 64-bit otherwise.
-// Copies with more than kMaxOffsetDims coalesced dimensions are split over the outermost ones.
+// but the launch. One kernel per destination dtype, reading any source dtype. Which launches a
+// copy needs (split over the outermost dimensions beyond kMaxOffsetDims) and whether each takes
+// 32-bit indices (multiply-shift division) come from for_each_offset_launch
+// (ferry/iter/offset_launch.h), host code tested without a GPU.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <complex>
 #include <cstdint>
-#include <limits>
 #include <string>
 
 #include "ferry/core/array_ref.h"
@@ -18,12 +18,15 @@
 #include "ferry/device/device_copy_kernel.h"
 #include "ferry/iter/copy_element.h"
 #include "ferry/iter/offset_calculator.h"
+#include "ferry/iter/offset_launch.h"
 
 namespace ferry::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = int64_t{1} << 16;  // grid-stride beyond this
+// fits_32bit_indexing leaves 2^31 above the element count for the loop's last step.
+static_assert(kThreads * kMaxBlocks <= (int64_t{1} << 31), "a grid stride could wrap 32 bits");
 
 // What every thread needs besides the offsets. Trivially copyable: passed by value.
 struct ElementArgs {
@@ -89,38 +92,6 @@ void launch(const DeviceCopyProblem& p, int ndim, char* dst, const char* src, in
   check_launch(device, "copy kernel");
 }
 
-// Bytes from an operand's first element to the end of its last one.
-int64_t extent(const DeviceCopyProblem& p, int ndim, const DimVector& strides, ScalarType dtype) {
-  int64_t bytes = static_cast<int64_t>(element_size(dtype));
-  for (int d = 0; d < ndim; ++d) bytes += (p.sizes[d] - 1) * strides[d];
-  return bytes;
-}
-
-// Launches dims [0, ndim) at dst/src, splitting the outermost dimension while there are more
-// than one launch can take.
-void launch_split(const DeviceCopyProblem& p, int ndim, char* dst, const char* src,
-                  cudaStream_t stream, int device) {
-  if (ndim > kMaxOffsetDims) {
-    const int outer = ndim - 1;
-    for (int64_t i = 0; i < p.sizes[outer]; ++i) {
-      launch_split(p, outer, dst + i * p.dst_strides[outer],
-                   src == nullptr ? nullptr : src + i * p.src_strides[outer], stream, device);
-    }
-    return;
-  }
-  int64_t numel = 1;
-  for (int d = 0; d < ndim; ++d) numel *= p.sizes[d];
-  constexpr int64_t k32 = int64_t{1} << 32;
-  const bool fits_32 = numel <= std::numeric_limits<int32_t>::max() &&
-                       extent(p, ndim, p.dst_strides, p.dst_dtype) < k32 &&
-                       extent(p, ndim, p.src_strides, p.src_dtype) < k32;
-  if (fits_32) {
-    launch<uint32_t>(p, ndim, dst, src, numel, stream, device);
-  } else {
-    launch<uint64_t>(p, ndim, dst, src, numel, stream, device);
-  }
-}
-
 // Makes the stream's device current for the launch, restoring the caller's afterwards.
 class DeviceScope {
  public:
@@ -155,10 +126,22 @@ void cuda_copy_kernel(const DeviceCopyProblem& problem, const Stream& stream) {
               " and src strides ", IntArrayRef(problem.src_strides));
   if (problem.numel() == 0) return;
   const int device = stream.device_index();
+  const int64_t* strides[2] = {problem.dst_strides.data(), problem.src_strides.data()};
+  auto* const dst = static_cast<char*>(problem.dst);
+  const auto* const src = static_cast<const char*>(problem.src);
+  const auto cuda_stream = static_cast<cudaStream_t>(stream.raw());
   DeviceScope scope(device);
-  launch_split(problem, problem.ndim(), static_cast<char*>(problem.dst),
-               static_cast<const char*>(problem.src), static_cast<cudaStream_t>(stream.raw()),
-               device);
+  // The split and the index width are decided by host code that is tested without a GPU.
+  for_each_offset_launch<2>(
+      problem.ndim(), problem.sizes.data(), strides, [&](const OffsetLaunch<2>& l) {
+        char* d = dst + l.offset[0];
+        const char* s = src == nullptr ? nullptr : src + l.offset[1];
+        if (l.index32) {
+          launch<uint32_t>(problem, l.ndim, d, s, l.numel, cuda_stream, device);
+        } else {
+          launch<uint64_t>(problem, l.ndim, d, s, l.numel, cuda_stream, device);
+        }
+      });
 }
 
 FERRY_REGISTER_DISPATCH(device_copy_kernel_stub, DeviceType::CUDA, &cuda_copy_kernel);
