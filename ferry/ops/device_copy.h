@@ -49,10 +49,14 @@ struct DeviceCopyPlan {
   StagingSide side = StagingSide::kNone;
   bool src_temporary = false;  // a dense temporary next to the source
   bool dst_temporary = false;  // a dense temporary next to the destination
-  int64_t bytes_moved = 0;     // bytes that cross between the two devices
+  // A temporary on the host comes from the pinned allocator (and the host steps run in stream
+  // order, as host functions) exactly when the host operand is pinned; otherwise it is pageable
+  // memory from the CPU allocator and the host steps run when copy_ is called.
+  bool pinned_host_temporaries = false;
+  int64_t bytes_moved = 0;  // bytes that cross between the two devices
 
-  // One line, e.g. "staged: convert on the destination (sim:0); temporaries: destination side;
-  // 4096 bytes moved".
+  // One line, e.g. "staged from cpu to sim:0: strided work on the destination (sim:0);
+  // temporaries: destination side; 4096 bytes cross".
   std::string describe() const;
 };
 

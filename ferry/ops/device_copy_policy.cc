@@ -114,6 +114,9 @@ std::string DeviceCopyPlan::describe() const {
     if (!src_temporary && !dst_temporary) out << "none";
     if (src_temporary) out << "source side" << (dst_temporary ? ", " : "");
     if (dst_temporary) out << "destination side";
+    const bool host_temporary =
+        (src_temporary && src_device.is_cpu()) || (dst_temporary && dst_device.is_cpu());
+    if (host_temporary) out << (pinned_host_temporaries ? " (pinned host)" : " (pageable host)");
   }
   if (!src_device.is_cpu() && !dst_device.is_cpu() && src_device != dst_device) {
     out << (peer ? "; peer access on" : "; no peer access");
@@ -185,6 +188,12 @@ DeviceCopyPlan plan_device_copy(const TensorIterator& iter, bool non_blocking) {
     plan.dst_temporary = true;
     plan.bytes_moved = b_bytes;
   }
+  // Pinned host temporaries only when the host steps are queued (pinned user memory): then the
+  // memcpy next to them is queued too, and the pinned allocator holds the blocks until both
+  // have run. With pageable user memory every step involving the host is done when copy_
+  // returns, so plain memory serves.
+  plan.pinned_host_temporaries = (plan.src_device.is_cpu() && src.is_pinned()) ||
+                                 (plan.dst_device.is_cpu() && dst.is_pinned());
   return plan;
 }
 

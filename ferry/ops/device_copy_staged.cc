@@ -1,10 +1,12 @@
 // Staged device copies: the plan's dense temporaries, then one plain memcpy between them. Every
 // step is itself a copy_impl on one device (or on the host), so each lands on a path that needs
 // no temporaries: a kernel or the CPU engine next to the data, and the memcpy in the middle.
-// Host-side steps on pinned user memory run in stream order, as host functions on the device's
-// current stream, so that a pinned tensor still being written by an earlier non-blocking copy is
-// read only once that copy is done; on pageable memory they run at once, which is when a
-// pageable memcpy reads or writes it anyway.
+// Every step is queued without waiting; a blocking copy that involves the host synchronizes the
+// device's stream once, at the end. Host-side steps on pinned user memory run in stream order,
+// as host functions on the device's current stream, so that a pinned tensor still being written
+// by an earlier non-blocking copy is read only once that copy is done; on pageable memory they
+// run at once, which is when a pageable memcpy reads or writes it anyway (the memcpy returns
+// only once the host side of it is done, so the steps before and after it stay in order).
 #include "ferry/backends/cpu/copy_kernel.h"
 #include "ferry/device/runtime.h"
 #include "ferry/device/stream.h"
@@ -17,16 +19,17 @@ namespace ferry::detail {
 namespace {
 
 // One step of a staged copy. Both on the host: the CPU engine, now or in stream order (see the
-// file comment). Otherwise an ordinary copy_impl, which takes a no-temporary path.
+// file comment). Otherwise an ordinary copy_impl, queued without a host wait: a blocking copy
+// waits once, at the end of staged_copy. Queued this way, the memcpy step records an event on
+// the pinned block it reads or writes, so the block outlives it whoever frees it first.
 class Steps {
  public:
-  Steps(const Stream& host_order, bool ordered, bool non_blocking)
-      : host_order_(host_order), ordered_(ordered), non_blocking_(non_blocking) {}
+  Steps(const Stream& host_order, bool ordered) : host_order_(host_order), ordered_(ordered) {}
 
   void run(const Tensor& dst, const Tensor& src) const {
     Tensor d = dst;
     if (!dst.is_cpu() || !src.is_cpu()) {
-      copy_impl(d, src, non_blocking_);
+      copy_impl(d, src, /*non_blocking=*/true);
       return;
     }
     if (!ordered_) {
@@ -46,7 +49,6 @@ class Steps {
  private:
   Stream host_order_;
   bool ordered_;
-  bool non_blocking_;
 };
 
 }  // namespace
@@ -61,10 +63,9 @@ void staged_copy(const TensorIterator& iter, const DeviceCopyPlan& plan, bool no
   const bool with_host = host_src || host_dst;
   // Host work is ordered on the stream the host<->device memcpy uses.
   const Stream stream = with_host ? current_stream(host_src ? dst_device : src_device) : Stream();
-  const bool ordered = (host_src && src.is_pinned()) || (host_dst && dst.is_pinned());
-  const Steps steps(stream, ordered, non_blocking);
-  // Host temporaries are pinned exactly when the host steps are queued: then the memcpy next to
-  // them is queued too, and the pinned allocator holds the blocks until both have run.
+  // The plan pins host temporaries exactly when the host steps are queued (pinned user memory).
+  const bool ordered = plan.pinned_host_temporaries;
+  const Steps steps(stream, ordered);
   const bool pin_src_temp = host_src && ordered;
   const bool pin_dst_temp = host_dst && ordered;
 
@@ -100,7 +101,7 @@ void staged_copy(const TensorIterator& iter, const DeviceCopyPlan& plan, bool no
     steps.run(dst, dst_stage.expand(dst.sizes()));
   }
   // A blocking copy involving the host returns with the device's stream done, so the host may
-  // read the destination or reuse the source.
+  // read the destination or reuse the source. This is the copy's only host wait.
   if (with_host && !non_blocking) stream.synchronize();
 }
 

@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <ostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ferry/ops/device_copy.h"
@@ -36,6 +38,50 @@ Tensor with_random_bits(Tensor t, std::mt19937_64& rng) {
   if (t.is_complex() && rng() % 3 == 0) t = t.conj();
   if (rng() % 4 == 0) t = t._neg_view();
   return t;
+}
+
+// Allocations made while it is in scope: pageable host memory (a counting CPU allocator is
+// installed for the scope), pinned host blocks and device blocks (the allocators' statistics).
+class AllocationCounter final : public Allocator {
+ public:
+  explicit AllocationCounter(std::vector<Device> devices) : devices_(std::move(devices)) {
+    for (Device d : devices_) device_base_.push_back(memory::stats(d).allocation.allocated);
+    pinned_base_ = memory::pinned_stats().allocation.allocated;
+    previous_ = set_allocator(DeviceType::CPU, this);
+  }
+  AllocationCounter(const AllocationCounter&) = delete;
+  AllocationCounter& operator=(const AllocationCounter&) = delete;
+  ~AllocationCounter() override { set_allocator(DeviceType::CPU, previous_); }
+
+  DataPtr allocate(size_t nbytes, Device device) override {
+    pageable_.fetch_add(1);
+    return previous_->allocate(nbytes, device);
+  }
+  int64_t pageable() const { return pageable_.load(); }
+  int64_t pinned() const { return memory::pinned_stats().allocation.allocated - pinned_base_; }
+  int64_t on(Device device) const {
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      if (devices_[i] == device) {
+        return memory::stats(device).allocation.allocated - device_base_[i];
+      }
+    }
+    ADD_FAILURE() << device << " is not counted";
+    return -1;
+  }
+
+ private:
+  std::vector<Device> devices_;
+  std::vector<int64_t> device_base_;
+  int64_t pinned_base_ = 0;
+  Allocator* previous_ = nullptr;
+  std::atomic<int64_t> pageable_{0};
+};
+
+// The temporaries `plan` says the copy makes on `device` (cpu: host temporaries).
+int64_t planned_temporaries(const DeviceCopyPlan& plan, Device device) {
+  if (plan.path != DeviceCopyPath::kStaged) return 0;
+  return int64_t{plan.src_temporary && plan.src_device == device} +
+         int64_t{plan.dst_temporary && plan.dst_device == device};
 }
 
 struct Coverage {
@@ -76,12 +122,39 @@ void random_copy(std::mt19937_64& rng, Device dst_device, Device src_device, Cov
                << dst.strides() << (dst.is_conj() ? ", conj" : "") << (dst.is_neg() ? ", neg" : "")
                << "), " << (pinned ? "pinned" : "pageable") << ", "
                << (non_blocking ? "non-blocking" : "blocking"));
-  if (!dst_device.is_cpu() || !src_device.is_cpu()) {
-    coverage.add(plan_device_copy(dst, src, non_blocking));
+  const bool device_copy = !dst_device.is_cpu() || !src_device.is_cpu();
+  DeviceCopyPlan plan;
+  if (device_copy) {
+    plan = plan_device_copy(dst, src, non_blocking);
+    coverage.add(plan);
   }
-  dst.copy_(src, non_blocking);
+  std::vector<Device> devices;
+  for (Device d : {dst_device, src_device}) {
+    if (!d.is_cpu() && (devices.empty() || devices[0] != d)) devices.push_back(d);
+  }
+  std::vector<uint8_t> after;
+  {
+    const AllocationCounter counter(devices);
+    dst.copy_(src, non_blocking);
+    // A blocking copy to the host is finished when copy_ returns: read it before anything
+    // synchronizes (the sim's latency or chaos makes an early read see the old bytes).
+    if (dst_device.is_cpu() && !non_blocking) after = read_storage(dst);
+    // Temporaries exactly when the plan says, where it says.
+    for (Device d : devices) {
+      EXPECT_EQ(counter.on(d), planned_temporaries(plan, d)) << "device blocks on " << d;
+    }
+    const int64_t host_temporaries = planned_temporaries(plan, Device(DeviceType::CPU));
+    if (host_temporaries > 0) {
+      EXPECT_EQ(plan.pinned_host_temporaries, pinned) << "host temporaries are pinned exactly "
+                                                         "when the host tensor is";
+    }
+    EXPECT_EQ(counter.pinned(), plan.pinned_host_temporaries ? host_temporaries : 0)
+        << "pinned host blocks";
+    EXPECT_EQ(counter.pageable(), plan.pinned_host_temporaries ? 0 : host_temporaries)
+        << "pageable host allocations";
+  }
   for (Device d : {dst_device, src_device}) device_synchronize(d);
-  std::vector<uint8_t> after = read_storage(dst);
+  if (after.empty()) after = read_storage(dst);
   const Tensor dst_m = host_mirror(dst, after);
   const Tensor src_m = host_mirror(src, src_before);
   ASSERT_TRUE(check_copy(dst_m, src_m, dst_before, src_before));
@@ -104,6 +177,9 @@ class DevicePairs : public XdevTest, public ::testing::WithParamInterface<PairPa
     sim::SimConfig c;
     c.peer_mode =
         GetParam().peer ? sim::SimConfig::PeerMode::kAll : sim::SimConfig::PeerMode::kNone;
+    // Device-to-host copies finish late: a blocking copy that returned before its last step
+    // shows as old bytes in the destination.
+    c.latency[static_cast<size_t>(sim::Link::DeviceToHost)] = std::chrono::microseconds(200);
     return c;
   }
 };

@@ -6,7 +6,9 @@
 // kept from reuse while a copy still reads them.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "ferry/memory/pinned_allocator.h"
@@ -99,6 +101,8 @@ TEST_F(ChaosCopyTest, SameDeviceDifferentCurrentStreams) {
   Tensor src = empty({64, 48}, TensorOptions(kFloat32).device(kSim0));
   Tensor dst = empty({48, 64}, TensorOptions(kFloat64).device(kSim0));
   Tensor out = empty({48, 64}, TensorOptions(kFloat32).pinned_memory(true));
+  dst.zero_();
+  device_synchronize(kSim0);
   for (int round = 1; round <= 10; ++round) {
     set_current_stream(producer);
     src.fill_(round);
@@ -112,7 +116,13 @@ TEST_F(ChaosCopyTest, SameDeviceDifferentCurrentStreams) {
         EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5))
             << "copy_ waited for the stream on the host";
       }
-      EXPECT_FALSE(consumer.query());
+      // The copies are queued behind the gate on the consumer: with the producer and the
+      // default stream done, dst still holds the previous round's values.
+      producer.synchronize();
+      default_stream(kSim0).synchronize();
+      for (double v : peek_storage<double>(dst)) {
+        ASSERT_EQ(v, round - 1) << "round " << round << ": the copy ran off the current stream";
+      }
     }
     producer.wait_stream(consumer);
     set_current_stream(producer);
@@ -122,20 +132,66 @@ TEST_F(ChaosCopyTest, SameDeviceDifferentCurrentStreams) {
   }
 }
 
-// A device-to-device copy across devices never blocks the host, blocking or not: it runs on the
-// source device's current stream.
-TEST_F(XdevTest, DeviceToDeviceCopiesDoNotBlockTheHost) {
-  Tensor src = full({256}, 3.0f, TensorOptions().device(kSim0));
-  Tensor dst = empty({128, 2}, TensorOptions(kFloat64).device(kSim1));
-  const Stream s0 = current_stream(kSim0);
-  {
-    Gate gate(s0);
-    dst.copy_(src.view({128, 2}));            // converting: a peer kernel
-    dst.t().copy_(src.view({2, 128}), true);  // converting and transposing: a peer kernel
-    EXPECT_FALSE(s0.query());
-    EXPECT_FALSE(current_stream(kSim1).query()) << "sim:1 must wait for the copy";
+// The cross-device handshake, step by step, for a peer memcpy and a peer kernel. The copy runs
+// on the source device's current stream, which must first wait for an event recorded on the
+// destination's current stream: with only the destination stream held by a gate, nothing of the
+// copy may run. Once the gate opens, the destination stream must in turn wait for the copy,
+// which the sim's peer latency makes last 100 ms. Neither wait blocks the host.
+class HandshakeTest : public XdevTest {
+ protected:
+  sim::SimConfig config() const override {
+    sim::SimConfig c;
+    c.latency[static_cast<size_t>(sim::Link::Peer)] = milliseconds(100);
+    return c;
   }
-  EXPECT_TRUE(all_equal(dst.to(kFloat32), 3.0f));
+};
+
+TEST_F(HandshakeTest, TheSourceStreamWaitsForTheDestinationStreamAndThenBlocksIt) {
+  for (bool kernel : {false, true}) {
+    SCOPED_TRACE(kernel ? "peer kernel" : "peer memcpy");
+    const Tensor src = full({256}, 3.0f, TensorOptions().device(kSim0));
+    Tensor dst = zeros({256}, TensorOptions(kFloat64).device(kSim1));
+    const Tensor from = kernel ? src : src.to(kFloat64);
+    device_synchronize(kSim0);
+    device_synchronize(kSim1);
+    ASSERT_EQ(plan_device_copy(dst, from, false).path,
+              kernel ? DeviceCopyPath::kPeerKernel : DeviceCopyPath::kMemcpy);
+    const Stream s0 = current_stream(kSim0);
+    const Stream s1 = current_stream(kSim1);
+    std::atomic<bool> marker_ran{false};
+    std::chrono::steady_clock::time_point marker_time;
+    std::chrono::steady_clock::time_point released;
+    {
+      Gate gate(s1);
+      const auto start = std::chrono::steady_clock::now();
+      dst.copy_(from);  // blocking or not, a device-to-device copy only queues
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5))
+          << "copy_ waited on the host";
+      // The source stream is held by the destination's gate: it stays busy, and dst untouched.
+      const auto until = std::chrono::steady_clock::now() + milliseconds(20);
+      while (std::chrono::steady_clock::now() < until) {
+        ASSERT_FALSE(s0.query()) << "the source stream did not wait for the destination stream";
+        std::this_thread::sleep_for(milliseconds(1));
+      }
+      for (double v : peek_storage<double>(dst)) {
+        ASSERT_EQ(v, 0.0) << "the copy ran before the destination stream reached it";
+      }
+      // Queued on the destination stream after the copy: must run after the copy is done.
+      enqueue_host_function(s1, [&marker_ran, &marker_time] {
+        marker_time = std::chrono::steady_clock::now();
+        marker_ran = true;
+      });
+      released = std::chrono::steady_clock::now();
+    }
+    s1.synchronize();
+    ASSERT_TRUE(marker_ran.load());
+    if (!kernel) {
+      EXPECT_GE(marker_time - released, milliseconds(100))
+          << "the destination stream did not wait for the copy";
+    }
+    EXPECT_TRUE(s0.query()) << "the destination stream finished before the source stream";
+    for (double v : peek_storage<double>(dst)) ASSERT_EQ(v, 3.0);
+  }
 }
 
 // The copy runs on the current stream, not the default one.
@@ -143,12 +199,15 @@ TEST_F(XdevTest, HostToDeviceRunsOnTheCurrentStream) {
   const Stream pool = get_stream_from_pool(kSim0);
   set_current_stream(pool);
   Tensor src = full({1000}, 7.0f, TensorOptions().pinned_memory(true));
-  Tensor dst = empty({1000}, TensorOptions().device(kSim0));
+  Tensor dst = zeros({1000}, TensorOptions().device(kSim0));
+  device_synchronize(kSim0);
   {
     Gate gate(pool);
     dst.copy_(src, /*non_blocking=*/true);
-    EXPECT_FALSE(pool.query());
-    EXPECT_TRUE(default_stream(kSim0).query());
+    // Queued behind the gate: not on the default stream, which is done without it.
+    default_stream(kSim0).synchronize();
+    for (float v : peek_storage<float>(dst))
+      ASSERT_EQ(v, 0.0f) << "the copy ran off the pool stream";
   }
   pool.synchronize();
   EXPECT_TRUE(all_equal(dst, 7.0f));
@@ -228,23 +287,76 @@ TEST_F(LatencyTest, PinnedBlocksAreNotReusedWhileACopyReadsThem) {
   EXPECT_EQ(later.data_ptr(), block) << "the block is free again once the copy is done";
 }
 
-// The same through a staged copy: a non-dense pinned source is compacted into a pinned
-// temporary on the stream; freeing both right away must not let either be reused early.
+// The same through a staged copy: a non-dense pinned source (128 KiB) is compacted, on the
+// stream, into a pinned temporary (64 KiB) that the memcpy then reads. Both are freed when copy_
+// returns while the stream is still held by a gate, and new pinned blocks of both size classes
+// are taken and kept: none may be either of them (the queued compaction would write into the
+// temporary's new owner, or read the source's new owner's values).
 TEST_F(LatencyTest, StagedCopiesKeepTheirPinnedTemporariesAlive) {
   const int64_t n = 128;
+  const TensorOptions pinned = TensorOptions().pinned_memory(true);
   Tensor dst = empty({n, n}, TensorOptions(kFloat64).device(kSim0));
+  const Stream stream = current_stream(kSim0);
   for (int round = 1; round <= 3; ++round) {
-    Tensor src = full({n, 2 * n}, static_cast<float>(round), TensorOptions().pinned_memory(true));
-    const DeviceCopyPlan plan = plan_device_copy(dst, src.slice(1, 0, 2 * n, 2), true);
-    EXPECT_EQ(plan.path, DeviceCopyPath::kStaged);
-    EXPECT_TRUE(plan.src_temporary);
-    dst.copy_(src.slice(1, 0, 2 * n, 2), /*non_blocking=*/true);
-    src = Tensor();
-    for (int k = 0; k < 4; ++k) {
-      full({n, 2 * n}, -1.0f, TensorOptions().pinned_memory(true));  // would clobber a reused block
+    std::vector<Tensor> taken;
+    {
+      Gate gate(stream);
+      Tensor src = full({n, 2 * n}, static_cast<float>(round), pinned);
+      Tensor view = src.slice(1, 0, 2 * n, 2);
+      const DeviceCopyPlan plan = plan_device_copy(dst, view, true);
+      EXPECT_EQ(plan.path, DeviceCopyPath::kStaged);
+      EXPECT_TRUE(plan.src_temporary) << plan.describe();
+      EXPECT_TRUE(plan.pinned_host_temporaries) << plan.describe();
+      dst.copy_(view, /*non_blocking=*/true);
+      view = Tensor();
+      src = Tensor();  // freed while the copy is queued
+      // The temporary holds the view's n x n floats; the source n x 2n.
+      for (const int64_t cols : {n, 2 * n}) {
+        for (int k = 0; k < 4; ++k) taken.push_back(full({n, cols}, -1.0f, pinned));
+      }
+      ASSERT_EQ(memory::pinned_size_class(taken.front().nbytes()),
+                memory::pinned_size_class(static_cast<size_t>(n * n) * sizeof(float)));
     }
-    current_stream(kSim0).synchronize();
+    stream.synchronize();
     EXPECT_TRUE(all_equal(dst.to(kFloat32), static_cast<float>(round))) << "round " << round;
+    for (const Tensor& t : taken) {
+      ASSERT_TRUE(all_equal(t, -1.0f))
+          << "round " << round << ": a pinned block was handed out while the copy still used it";
+    }
+  }
+}
+
+// The other direction: a device-to-host copy into a non-dense pinned destination ends with a
+// scatter, queued on the stream, from a pinned temporary into the destination. A destination
+// freed as soon as copy_ returns must not be handed out again before that scatter has run.
+TEST_F(LatencyTest, AFreedPinnedDestinationIsNotReusedBeforeTheQueuedScatter) {
+  const int64_t n = 128;
+  const TensorOptions pinned = TensorOptions().pinned_memory(true);
+  const Tensor src = full({n, n}, 4.0f, TensorOptions().device(kSim0));
+  const Stream stream = current_stream(kSim0);
+  stream.synchronize();
+  for (int round = 1; round <= 3; ++round) {
+    std::vector<Tensor> taken;
+    {
+      Gate gate(stream);
+      Tensor out = zeros({n, 2 * n}, pinned);
+      Tensor view = out.slice(1, 0, 2 * n, 2);
+      const DeviceCopyPlan plan = plan_device_copy(view, src, true);
+      EXPECT_EQ(plan.path, DeviceCopyPath::kStaged);
+      EXPECT_TRUE(plan.dst_temporary) << plan.describe();
+      EXPECT_TRUE(plan.pinned_host_temporaries) << plan.describe();
+      view.copy_(src, /*non_blocking=*/true);
+      view = Tensor();
+      out = Tensor();  // freed while the scatter into it is queued
+      for (const int64_t cols : {n, 2 * n}) {
+        for (int k = 0; k < 4; ++k) taken.push_back(full({n, cols}, -1.0f, pinned));
+      }
+    }
+    stream.synchronize();
+    for (const Tensor& t : taken) {
+      ASSERT_TRUE(all_equal(t, -1.0f))
+          << "round " << round << ": a pinned block was handed out while the copy still used it";
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 // Helpers for the cross-device copy tests: a fixture that puts the sim (and the caches) into a
 // known state, placing a host view's exact layout on any device, reading any tensor's storage
-// back without going through copy_ (so the oracle does not depend on the code under test), and a
-// gate that holds a stream until the test opens it.
+// back without going through copy_ (so the oracle does not depend on the code under test) or
+// without any stream (to see that queued work has not run), and a gate that holds a stream until
+// the test opens it.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -58,6 +59,18 @@ inline std::vector<uint8_t> read_storage(const Tensor& t) {
   device_synchronize(t.device());
   get_backend(t.device().type())
       .memcpy(t.device().index(), out.data(), t.storage().data(), n, CopyKind::DeviceToHost);
+  return out;
+}
+
+// The elements of a sim tensor's storage, read straight from the sim's host mapping without any
+// stream. Valid only while no stream may be writing them (the one that would is held by a Gate,
+// or has been synchronized): for checking that queued work has not run yet.
+template <typename T>
+std::vector<T> peek_storage(const Tensor& t) {
+  EXPECT_EQ(t.device().type(), DeviceType::Sim);
+  const size_t n = t.storage().nbytes() / sizeof(T);
+  std::vector<T> out(n);
+  if (n > 0) std::memcpy(out.data(), sim::host_address(t.storage().data()), n * sizeof(T));
   return out;
 }
 
