@@ -1,5 +1,6 @@
 // The CUDA backend: the device contract (ferry/device/backend.h) as a thin mapping onto the CUDA
-// runtime API, one runtime call per primitive, nothing cached but the device count.
+// runtime API, one runtime call per primitive (the synchronous memset and memcpy are an async
+// call and a synchronize), nothing cached but the device count.
 // A machine without a driver or GPU reports 0 devices with the runtime's reason and never fails
 // at load time; every call on such a machine raises "cuda:N: no CUDA device (...)".
 // Errors name the device and the runtime call: "cuda:0: cudaMalloc(1048576 bytes) failed: out of
@@ -172,18 +173,25 @@ class CudaBackend final : public Backend {
     return attributes.type == cudaMemoryTypeHost;
   }
 
+  // cudaMemset and cudaMemcpy return before the bytes are written for device memory,
+  // device-to-device copies and (staged) pageable host-to-device copies. The contract promises
+  // written bytes, so enqueue on the legacy default stream (the stream those calls use) and wait.
   void memset(int device, void* dst, int value, size_t nbytes) override {
     check_device(device);
     ScopedDevice guard(device);
-    check(cudaMemset(dst, value, nbytes), device,
-          "cudaMemset(" + std::to_string(nbytes) + " bytes)");
+    const std::string call = "cudaMemsetAsync(" + std::to_string(nbytes) + " bytes)";
+    check(cudaMemsetAsync(dst, value, nbytes, cudaStreamLegacy), device, call);
+    check(cudaStreamSynchronize(cudaStreamLegacy), device,
+          "cudaStreamSynchronize(legacy default stream) after " + call);
   }
   void memcpy(int device, void* dst, const void* src, size_t nbytes, CopyKind kind) override {
     check_device(device);
     ScopedDevice guard(device);
-    check(cudaMemcpy(dst, src, nbytes, to_cuda(kind)), device,
-          "cudaMemcpy(" + std::to_string(nbytes) + " bytes, " + std::string(copy_kind_name(kind)) +
-              ")");
+    const std::string call = "cudaMemcpyAsync(" + std::to_string(nbytes) + " bytes, " +
+                             std::string(copy_kind_name(kind)) + ")";
+    check(cudaMemcpyAsync(dst, src, nbytes, to_cuda(kind), cudaStreamLegacy), device, call);
+    check(cudaStreamSynchronize(cudaStreamLegacy), device,
+          "cudaStreamSynchronize(legacy default stream) after " + call);
   }
   void memset_async(int device, void* dst, int value, size_t nbytes, RawStream stream) override {
     check_device(device);
