@@ -14,6 +14,7 @@ namespace {
 struct Slot {
   BackendFactory factory = nullptr;  // written during static initialization only
   std::atomic<Backend*> backend{nullptr};
+  std::atomic<Backend*> replacement{nullptr};  // replace_backend_for_testing
   std::mutex create_mutex;
 };
 
@@ -53,10 +54,25 @@ void register_backend(DeviceType type, BackendFactory factory) {
   install_raw_device_allocator(type);
 }
 
-bool has_backend(DeviceType type) { return slot(type).factory != nullptr; }
+bool Backend::is_pinned_range(const void* ptr, size_t nbytes) {
+  if (!is_pinned(ptr)) return false;
+  return nbytes <= 1 || is_pinned(static_cast<const char*>(ptr) + (nbytes - 1));
+}
+
+bool has_backend(DeviceType type) {
+  const Slot& s = slot(type);
+  return s.factory != nullptr || s.replacement.load(std::memory_order_acquire) != nullptr;
+}
+
+Backend* replace_backend_for_testing(DeviceType type, Backend* backend) {
+  FERRY_CHECK_AS(DeviceError, type != DeviceType::CPU,
+                 "replace_backend_for_testing: expected a non-CPU device type, but got ", type);
+  return slot(type).replacement.exchange(backend, std::memory_order_acq_rel);
+}
 
 Backend* find_backend(DeviceType type) {
   Slot& s = slot(type);
+  if (Backend* b = s.replacement.load(std::memory_order_acquire)) return b;
   if (Backend* b = s.backend.load(std::memory_order_acquire)) return b;
   if (s.factory == nullptr) return nullptr;
   std::lock_guard<std::mutex> lock(s.create_mutex);

@@ -75,8 +75,13 @@ class Backend {
   virtual void free_host(void* ptr) = 0;
   // True for any address inside a live malloc_host block of this backend.
   virtual bool is_pinned(const void* ptr) = 0;
+  // True when all of [ptr, ptr + nbytes) is page-locked memory of this backend (nbytes 0: as
+  // is_pinned(ptr)). The default asks about the first and the last byte, for runtimes that do not
+  // report block extents; a backend that knows its blocks overrides it with an exact answer.
+  virtual bool is_pinned_range(const void* ptr, size_t nbytes);
 
-  // Synchronous with respect to the host: returns when the bytes are written.
+  // Synchronous with respect to the host: returns when the bytes are written (and the work queued
+  // before on the device's default stream is done), whatever kind of memory is involved.
   virtual void memset(int device, void* dst, int value, size_t nbytes) = 0;
   virtual void memcpy(int device, void* dst, const void* src, size_t nbytes, CopyKind kind) = 0;
   // Stream-ordered. `device` is the stream's device. With pageable (not pinned) host memory,
@@ -93,7 +98,8 @@ class Backend {
   // The device's default stream (CUDA: the legacy null stream).
   virtual RawStream default_stream(int device) = 0;
   virtual RawStream stream_create(int device) = 0;
-  // Waits for queued work, then releases the stream.
+  // Waits for queued work, then releases the stream. The default stream is never destroyed (the
+  // call is a no-op for it).
   virtual void stream_destroy(int device, RawStream stream) = 0;
   // True when all work queued on the stream is done.
   virtual bool stream_query(int device, RawStream stream) = 0;
@@ -147,6 +153,12 @@ Backend& get_backend(DeviceType type);
 
 // Like get_backend but returns nullptr when no backend is registered.
 Backend* find_backend(DeviceType type);
+
+// For tests only: makes `backend` (not owned; nullptr removes the replacement) serve `type` in
+// place of the registered backend, also when none is registered, and returns the replacement it
+// displaces. Backend handles cached above the contract (streams, events, peer access) are not
+// reset, so a test replaces a backend only for a device type that is otherwise unused.
+Backend* replace_backend_for_testing(DeviceType type, Backend* backend);
 
 struct BackendRegistrar {
   BackendRegistrar(DeviceType type, BackendFactory factory) { register_backend(type, factory); }

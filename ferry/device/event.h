@@ -29,7 +29,8 @@ class Event {
   // otherwise the first of CUDA and sim that has devices; otherwise the CPU stream).
   void record();
   // Work queued on `stream` from now on waits for this event; the host does not block. On the
-  // CPU stream the host waits (CPU work runs synchronously).
+  // CPU stream, or a stream of another device type (sim waiting for CUDA), the host waits for
+  // the event instead: one runtime cannot wait on another's events.
   void block(const Stream& stream) const;
   // True when the work before the last record is done.
   bool query() const;

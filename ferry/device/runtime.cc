@@ -138,11 +138,13 @@ void pinned_free(DeviceType type, void* ptr) {
   get_backend(type).free_host(ptr);
 }
 
-bool is_pinned(const void* ptr) {
+bool is_pinned(const void* ptr, size_t nbytes) {
   if (ptr == nullptr) return false;
-  for (DeviceType type : {DeviceType::Sim, DeviceType::CUDA}) {
+  for (int i = 0; i < kNumDeviceTypes; ++i) {
+    const auto type = static_cast<DeviceType>(i);
+    if (type == DeviceType::CPU) continue;
     Backend* b = find_backend(type);
-    if (b != nullptr && b->device_count() > 0 && b->is_pinned(ptr)) return true;
+    if (b != nullptr && b->device_count() > 0 && b->is_pinned_range(ptr, nbytes)) return true;
   }
   return false;
 }

@@ -47,7 +47,9 @@ void forget_peer_access(DeviceType type);
 // Page-locked host memory from the backend of `type` (pinned for that runtime's copies).
 void* pinned_malloc(DeviceType type, size_t nbytes);
 void pinned_free(DeviceType type, void* ptr);
-// True when `ptr` lies inside pinned memory of any available backend.
-bool is_pinned(const void* ptr);
+// True when [ptr, ptr + nbytes) lies inside page-locked memory of any backend that has devices,
+// whichever backend pinned it: memory from pinned_malloc(DeviceType::CUDA, n) counts as pinned
+// for sim copies too, as page-locked memory does for every runtime on a real machine.
+bool is_pinned(const void* ptr, size_t nbytes = 1);
 
 }  // namespace ferry

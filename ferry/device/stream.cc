@@ -118,7 +118,8 @@ void set_current_stream(const Stream& stream) {
 
 void wait_stream(const Stream& waiter, const Stream& target) {
   if (target.is_cpu() || waiter == target) return;  // CPU work is already done when queued
-  if (waiter.is_cpu()) {
+  // Nothing later on the CPU stream could wait; another runtime cannot wait on target's events.
+  if (waiter.is_cpu() || waiter.device_type() != target.device_type()) {
     target.synchronize();
     return;
   }

@@ -84,9 +84,10 @@ Stream current_stream(Device device);
 // device (StreamGuard does both).
 void set_current_stream(const Stream& stream);
 
-// torchgpipe's wait_stream: `waiter` waits for the work queued on `target` so far.
-// device <- device: an event recorded on target, waited on by waiter (the host does not block);
-// cpu <- device: the host synchronizes target; anything <- cpu: nothing to wait for.
+// torchgpipe's wait_stream: `waiter` waits for the work queued on `target` so far; works for
+// every combination. device <- device of the same type: an event recorded on target, waited on
+// by waiter (the host does not block); cpu <- device and device <- device of another type (sim
+// <- cuda): the host synchronizes target; anything <- cpu: nothing to wait for.
 void wait_stream(const Stream& waiter, const Stream& target);
 
 // Runs `fn` in stream order on a host thread (sim: the stream's worker thread; CUDA:
