@@ -87,4 +87,9 @@ void reset_config();
 // DeviceError when `device_ptr` is not inside a live sim allocation of this process.
 void* host_address(const void* device_ptr);
 
+// How many operations (copies, memsets, marks, waits, host functions) queued on a sim stream of
+// `device` have not finished yet; `stream` is the backend handle (Stream::raw()). For tests and
+// diagnostics: it lets a test see that another thread's work has reached a queue.
+uint64_t pending_operations(int device, void* stream);
+
 }  // namespace ferry::sim

@@ -3,7 +3,6 @@
 #include "ferry/backends/sim/sim_backend.h"
 
 #include <cstdio>
-#include <thread>
 
 #include "ferry/backends/sim/sim_access.h"
 #include "ferry/core/error.h"
@@ -11,8 +10,6 @@
 
 namespace ferry::sim::detail {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 thread_local int tls_current_device = 0;
 
@@ -183,13 +180,10 @@ std::chrono::nanoseconds SimBackend::cost(Link link, size_t nbytes) const {
   return std::chrono::nanoseconds(ns);
 }
 
-void SimBackend::copy_now(void* dst, const void* src, size_t nbytes, uint8_t device_sides,
-                          std::chrono::nanoseconds cost) const {
-  const auto start = Clock::now();
-  sim_memcpy(dst, src, nbytes, device_sides,
-             knobs_.hide_device_memory.load(std::memory_order_relaxed));
-  const auto left = cost - (Clock::now() - start);
-  if (left.count() > 0) std::this_thread::sleep_for(left);
+bool SimBackend::pinned_anywhere(const void* ptr, size_t nbytes) const {
+  // Own blocks first (no registry lookup); then page-locked memory of any other runtime, e.g. the
+  // CUDA blocks the pinned host allocator hands out on a machine with a GPU.
+  return memory_.is_pinned(ptr, nbytes) || ferry::is_pinned(ptr, nbytes);
 }
 
 void SimBackend::memset(int device, void* dst, int value, size_t nbytes) {
@@ -217,7 +211,7 @@ void SimBackend::memset_async(int device, void* dst, int value, size_t nbytes, R
   op.value = value;
   op.nbytes = nbytes;
   op.device_sides = kDstIsDevice;
-  s.enqueue(std::move(op));
+  s.enqueue(std::move(op), "memset_async");
 }
 
 void SimBackend::memcpy_async(int device, void* dst, const void* src, size_t nbytes, CopyKind kind,
@@ -241,7 +235,7 @@ void SimBackend::memcpy_async(int device, void* dst, const void* src, size_t nby
                      describe(dst, d.device), " and source ", describe(src, r.device));
       op.device_sides = kDstIsDevice;
       link = Link::HostToDevice;
-      pinned = memory_.is_pinned(src, nbytes);
+      pinned = pinned_anywhere(src, nbytes);
       break;
     case CopyKind::DeviceToHost:
       FERRY_CHECK_AS(DeviceError, r.device == device && d.device < 0, "sim:", device,
@@ -250,7 +244,7 @@ void SimBackend::memcpy_async(int device, void* dst, const void* src, size_t nby
                      describe(src, r.device), " and destination ", describe(dst, d.device));
       op.device_sides = kSrcIsDevice;
       link = Link::DeviceToHost;
-      pinned = memory_.is_pinned(dst, nbytes);
+      pinned = pinned_anywhere(dst, nbytes);
       break;
     case CopyKind::DeviceToDevice:
       FERRY_CHECK_AS(DeviceError,
@@ -266,14 +260,19 @@ void SimBackend::memcpy_async(int device, void* dst, const void* src, size_t nby
       break;
   }
   op.cost = cost(link, nbytes);
-  if (!pinned) {
-    // Pageable host memory, as with cudaMemcpyAsync: the copy happens before the call returns,
-    // after the work already queued on the stream.
-    s.drain();
-    copy_now(op.dst, op.src, nbytes, op.device_sides, op.cost);
+  if (pinned) {
+    s.enqueue(std::move(op), "memcpy_async");
     return;
   }
-  s.enqueue(std::move(op));
+  // Pageable host memory, as with cudaMemcpyAsync: the call returns once the copy is done. The
+  // copy still takes its turn in the queue (after the work queued before it, before the work
+  // other threads queue after it, with chaos delays) on the worker; this thread only waits.
+  FERRY_CHECK_AS(DeviceError, !SimStream::on_worker_thread(), "sim:", device, ": memcpy_async(",
+                 copy_kind_name(kind),
+                 "): expected pinned host memory when called from a host function running on a "
+                 "sim stream (a pageable copy waits for the stream), but got ",
+                 describe(kind == CopyKind::HostToDevice ? src : dst, -1));
+  s.wait(s.enqueue(std::move(op), "memcpy_async"));
 }
 
 void SimBackend::memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
@@ -304,7 +303,7 @@ void SimBackend::memcpy_peer_async(void* dst, int dst_device, const void* src, i
     // Without peer access the runtime stages the copy through host memory.
     op.cost = cost(Link::DeviceToHost, nbytes) + cost(Link::HostToDevice, nbytes);
   }
-  s.enqueue(std::move(op));
+  s.enqueue(std::move(op), "memcpy_peer_async");
 }
 
 // ---- peer access ---------------------------------------------------------------------------
@@ -358,6 +357,10 @@ void reset_config() { detail::sim_backend().configure(SimConfig::from_env()); }
 
 void* host_address(const void* device_ptr) {
   return detail::sim_backend().host_address(device_ptr);
+}
+
+uint64_t pending_operations(int device, void* stream) {
+  return detail::sim_backend().pending_operations(device, stream);
 }
 
 }  // namespace ferry::sim

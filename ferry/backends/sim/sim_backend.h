@@ -41,6 +41,9 @@ class SimBackend final : public Backend {
   void* malloc_host(size_t nbytes) override;
   void free_host(void* ptr) override;
   bool is_pinned(const void* ptr) override { return memory_.is_pinned(ptr); }
+  bool is_pinned_range(const void* ptr, size_t nbytes) override {
+    return memory_.is_pinned(ptr, nbytes == 0 ? 1 : nbytes);
+  }
 
   void memset(int device, void* dst, int value, size_t nbytes) override;
   void memcpy(int device, void* dst, const void* src, size_t nbytes, CopyKind kind) override;
@@ -76,6 +79,9 @@ class SimBackend final : public Backend {
   SimConfig config() const;
   void configure(const SimConfig& config);
   char* host_address(const void* ptr) const { return memory_.host_address(ptr); }
+  uint64_t pending_operations(int device, RawStream stream) const {
+    return stream_of(device, stream, "pending_operations").pending();
+  }
 
  private:
   void check_device(int device, const char* call) const;
@@ -86,10 +92,8 @@ class SimBackend final : public Backend {
   void apply(const SimConfig& config);  // caller holds config_mutex_
   bool peer_enabled(int device, int peer) const;
   std::chrono::nanoseconds cost(Link link, size_t nbytes) const;
-  // The copy's data: checks that both ranges are where `kind` says and accessible from
-  // `device`; returns the host-side addresses.
-  void copy_now(void* dst, const void* src, size_t nbytes, uint8_t device_sides,
-                std::chrono::nanoseconds cost) const;
+  // Whether a host range is page-locked by this backend or by any other registered one.
+  bool pinned_anywhere(const void* ptr, size_t nbytes) const;
 
   mutable std::mutex config_mutex_;
   SimConfig config_;

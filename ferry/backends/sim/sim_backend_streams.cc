@@ -59,7 +59,7 @@ void SimBackend::device_synchronize(int device) {
     streams = streams_;
   }
   for (const auto& s : streams) {
-    if (s->device() == device) s->synchronize();
+    if (s->device() == device) s->synchronize("device_synchronize");
   }
 }
 
@@ -82,6 +82,8 @@ RawStream SimBackend::stream_create(int device) {
 
 void SimBackend::stream_destroy(int device, RawStream stream) {
   SimStream& s = stream_of(device, stream, "stream_destroy");
+  // As with CUDA's null stream: the default stream outlives every other use of the device.
+  if (stream == default_stream(device)) return;
   // Stopped but kept: events and queued waits may still refer to it.
   s.shutdown();
 }
@@ -95,7 +97,7 @@ void SimBackend::stream_synchronize(int device, RawStream stream) {
   FERRY_CHECK_AS(DeviceError, !SimStream::on_worker_thread(), "sim:", device,
                  ": stream_synchronize: expected a host thread, but it was called from a host "
                  "function running on a sim stream");
-  s.synchronize();
+  s.synchronize("stream_synchronize");
 }
 
 void SimBackend::stream_wait_event(int device, RawStream stream, RawEvent event) {
@@ -116,7 +118,7 @@ void SimBackend::stream_wait_event(int device, RawStream stream, RawEvent event)
   op.kind = SimOp::Kind::kWait;
   op.wait_for = std::move(target);
   op.wait_seq = seq;
-  s.enqueue(std::move(op));
+  s.enqueue(std::move(op), "stream_wait_event");
 }
 
 void SimBackend::launch_host_func(int device, RawStream stream, std::function<void()> fn) {
@@ -124,7 +126,7 @@ void SimBackend::launch_host_func(int device, RawStream stream, std::function<vo
   SimOp op;
   op.kind = SimOp::Kind::kHost;
   op.host = std::move(fn);
-  s.enqueue(std::move(op));
+  s.enqueue(std::move(op), "launch_host_func");
 }
 
 RawEvent SimBackend::event_create(int device, bool enable_timing) {
@@ -148,13 +150,16 @@ void SimBackend::event_record(int device, RawEvent event, RawStream stream) {
     SimOp op;
     op.kind = SimOp::Kind::kMark;
     op.event = box;
-    seq = s.enqueue(std::move(op));
+    seq = s.enqueue(std::move(op), "event_record");
   } else {
     // A plain event needs no queue entry: it is complete once the stream gets this far.
     seq = s.tail();
   }
   e.stream = s.shared_from_this();
   e.seq = seq;
+  // The time of an earlier record no longer counts, even if that record had the same position
+  // in another stream's queue.
+  e.stamped_seq = 0;
 }
 
 bool SimBackend::event_query(int device, RawEvent event) {

@@ -1,6 +1,7 @@
 // Sim device memory: memfd double mappings, the address table, pinned blocks and IPC.
 #include "ferry/backends/sim/sim_memory.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@ namespace {
 
 constexpr char kIpcMagic[8] = {'F', 'E', 'R', 'R', 'Y', 'S', 'I', 'M'};
 constexpr uint32_t kIpcVersion = 1;
+constexpr int kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW;
 
 // The bytes of a sim IpcHandle; the memfd travels next to them.
 struct IpcHeader {
@@ -49,15 +51,15 @@ std::string gib(size_t bytes) {
 }  // namespace
 
 void* SimMemory::map_allocation(int device, size_t mapped, size_t requested, UniqueFd fd,
-                                bool keep_fd) {
+                                bool keep_fd, const std::string& call) {
   void* device_view = ::mmap(nullptr, mapped, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd.get(), 0);
-  FERRY_CHECK_AS(OutOfMemoryError, device_view != MAP_FAILED, "sim:", device, ": mmap of ", mapped,
-                 " bytes (device view) failed: ", std::strerror(errno));
+  FERRY_CHECK_AS(OutOfMemoryError, device_view != MAP_FAILED, "sim:", device, ": ", call,
+                 ": mmap of ", mapped, " bytes (device view) failed: ", std::strerror(errno));
   void* host_view = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (host_view == MAP_FAILED) {
     const int error = errno;
     ::munmap(device_view, mapped);
-    FERRY_FAIL_AS(OutOfMemoryError, "sim:", device, ": mmap of ", mapped,
+    FERRY_FAIL_AS(OutOfMemoryError, "sim:", device, ": ", call, ": mmap of ", mapped,
                   " bytes (host view) failed: ", std::strerror(error));
   }
   Allocation a;
@@ -82,7 +84,7 @@ void* SimMemory::allocate(int device, size_t nbytes, size_t limit) {
                  gib(used), " in use, ", gib(limit - std::min(used, limit)),
                  " free; FERRY_SIM_MEMORY sets the size)");
   const std::string name = "ferry-sim:" + std::to_string(device);
-  UniqueFd fd(::memfd_create(name.c_str(), MFD_CLOEXEC));
+  UniqueFd fd(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
   FERRY_CHECK_AS(OutOfMemoryError, fd.valid(), "sim:", device, ": malloc(", nbytes,
                  " bytes): memfd_create failed: ", std::strerror(errno),
                  errno == EMFILE ? " (each live sim allocation holds a file descriptor; raise "
@@ -91,7 +93,12 @@ void* SimMemory::allocate(int device, size_t nbytes, size_t limit) {
   FERRY_CHECK_AS(OutOfMemoryError, ::ftruncate(fd.get(), static_cast<off_t>(mapped)) == 0,
                  "sim:", device, ": malloc(", nbytes,
                  " bytes): ftruncate failed: ", std::strerror(errno));
-  void* ptr = map_allocation(device, mapped, nbytes, std::move(fd), /*keep_fd=*/true);
+  // Sealed so that no process the memfd is exported to can shrink it under our mappings (a
+  // worker touching a truncated page would die of SIGBUS) or grow it.
+  FERRY_CHECK_AS(DeviceError, ::fcntl(fd.get(), F_ADD_SEALS, kSizeSeals) == 0, "sim:", device,
+                 ": malloc(", nbytes, " bytes): sealing the memfd failed: ", std::strerror(errno));
+  void* ptr = map_allocation(device, mapped, nbytes, std::move(fd), /*keep_fd=*/true,
+                             "malloc(" + std::to_string(nbytes) + " bytes)");
   used += mapped;
   return ptr;
 }
@@ -221,6 +228,9 @@ void* SimMemory::import_handle(const IpcHandle& handle) {
                  "sim:", device, ": ipc_import: expected a sim IPC handle (", sizeof(header),
                  " bytes starting with FERRYSIM, version ", kIpcVersion, "), but got ",
                  handle.bytes.size(), " bytes");
+  FERRY_CHECK_AS(DeviceError, header.device == device, "sim:", device,
+                 ": ipc_import: expected a handle exported from sim:", device,
+                 " (the handle's device), but its header says sim:", header.device);
   FERRY_CHECK_AS(DeviceError, handle.fd.valid(), "sim:", device,
                  ": ipc_import: expected the handle to carry the allocation's file descriptor, "
                  "but it has none");
@@ -232,9 +242,16 @@ void* SimMemory::import_handle(const IpcHandle& handle) {
                      header.requested <= header.mapped && header.mapped % page_size() == 0,
                  "sim:", device, ": ipc_import: expected a memory file of ", header.mapped,
                  " bytes, but the descriptor refers to ", st.st_size, " bytes");
+  // Unsealed, the exporter (or anyone it passed the descriptor to) could shrink the file under
+  // our mappings and kill this process with SIGBUS.
+  const int seals = ::fcntl(handle.fd.get(), F_GET_SEALS);
+  FERRY_CHECK_AS(
+      DeviceError, seals >= 0 && (seals & F_SEAL_SHRINK) != 0, "sim:", device,
+      ": ipc_import: expected a memory file sealed against shrinking, but ",
+      seals < 0 ? "the descriptor is not a sealable memfd" : "its seals allow shrinking");
   std::unique_lock<std::shared_mutex> lock(mutex_);
   return map_allocation(device, header.mapped, header.requested, handle.fd.duplicate(),
-                        /*keep_fd=*/false);
+                        /*keep_fd=*/false, "ipc_import");
 }
 
 }  // namespace ferry::sim::detail

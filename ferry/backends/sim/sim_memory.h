@@ -2,7 +2,8 @@
 // address handed out (so host code that dereferences it faults) and read-write for the backend's
 // workers; an ordered map from device address ranges to allocations translates any address,
 // interior ones included. Pinned host memory is ordinary page-aligned memory tracked by range.
-// IPC export hands out the memfd; import maps it twice again.
+// IPC export hands out the memfd, sealed against shrinking and growing; import checks the seal
+// and maps it twice again.
 // Invariants: the tables change only under the exclusive lock; a translation is valid until the
 // allocation is released, and callers release only after the work using it is done.
 #pragma once
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <shared_mutex>
+#include <string>
 #include <vector>
 
 #include "ferry/device/ipc_handle.h"
@@ -67,7 +69,9 @@ class SimMemory {
   void* import_handle(const IpcHandle& handle);
 
  private:
-  void* map_allocation(int device, size_t mapped, size_t requested, UniqueFd fd, bool keep_fd);
+  // `call` names the backend call in errors ("malloc(4096 bytes)", "ipc_import").
+  void* map_allocation(int device, size_t mapped, size_t requested, UniqueFd fd, bool keep_fd,
+                       const std::string& call);
   const Allocation* find(uintptr_t address) const;  // caller holds the lock
 
   mutable std::shared_mutex mutex_;

@@ -22,10 +22,10 @@ bool SimStream::on_worker_thread() { return tls_on_worker; }
 
 SimStream::~SimStream() { shutdown(); }
 
-uint64_t SimStream::enqueue(SimOp&& op) {
+uint64_t SimStream::enqueue(SimOp&& op, const char* call) {
   std::lock_guard<std::mutex> lock(mutex_);
-  FERRY_CHECK_AS(DeviceError, !stop_, "sim:", device_, ": stream ", serial_,
-                 " was destroyed; expected a live stream");
+  FERRY_CHECK_AS(DeviceError, !stop_, "sim:", device_, ": ", call,
+                 ": expected a live stream, but stream ", serial_, " was destroyed");
   if (!worker_.joinable()) worker_ = std::thread([this] { run(); });
   op.seq = ++enqueued_;
   queue_.push_back(std::move(op));
@@ -39,6 +39,11 @@ uint64_t SimStream::tail() const {
   return enqueued_;
 }
 
+uint64_t SimStream::pending() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return enqueued_ - completed_.load(std::memory_order_acquire);
+}
+
 void SimStream::wait(uint64_t seq) const {
   if (done(seq)) return;
   std::unique_lock<std::mutex> lock(mutex_);
@@ -47,14 +52,15 @@ void SimStream::wait(uint64_t seq) const {
   --done_waiters_;
 }
 
-void SimStream::synchronize() {
+void SimStream::synchronize(const char* call) {
   drain();
   std::string error;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     error.swap(error_);
   }
-  FERRY_CHECK_AS(DeviceError, error.empty(), "sim:", device_, ": stream ", serial_, ": ", error);
+  FERRY_CHECK_AS(DeviceError, error.empty(), "sim:", device_, ": ", call, ": stream ", serial_,
+                 ": ", error);
 }
 
 void SimStream::shutdown() {
@@ -62,8 +68,13 @@ void SimStream::shutdown() {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
     work_cv_.notify_one();
+    // A host function stopping its own stream: the worker finishes the queue after it returns.
+    if (worker_.joinable() && worker_.get_id() == std::this_thread::get_id()) return;
   }
-  if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
+  // No enqueue starts a worker once stop_ is set, so worker_ no longer changes; the second of
+  // two concurrent shutdowns waits here until the first has joined it.
+  std::lock_guard<std::mutex> join_lock(join_mutex_);
+  if (worker_.joinable()) worker_.join();
 }
 
 void SimStream::run() {

@@ -70,20 +70,23 @@ class SimStream : public std::enable_shared_from_this<SimStream> {
   int device() const { return device_; }
   int serial() const { return serial_; }
 
-  // Appends `op` and returns its position (1, 2, ...). Starts the worker on first use.
-  uint64_t enqueue(SimOp&& op);
+  // Appends `op` and returns its position (1, 2, ...). Starts the worker on first use. Raises
+  // DeviceError naming `call` (the backend call that queues it) once the stream is destroyed.
+  uint64_t enqueue(SimOp&& op, const char* call);
   // The position of the last operation enqueued so far.
   uint64_t tail() const;
   bool done(uint64_t seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
   bool query() const { return done(tail()); }
   // Blocks until operation `seq` has finished.
   void wait(uint64_t seq) const;
-  // Waits for everything enqueued so far; raises DeviceError if a host function failed since
-  // the last synchronize (the error is reported once).
-  void synchronize();
+  // Waits for everything enqueued so far; raises DeviceError naming `call` if a host function
+  // failed since the last synchronize (the error is reported once).
+  void synchronize(const char* call);
   // Waits without reporting errors (for free and configure).
   void drain() const { wait(tail()); }
-  // Drains the queue and stops the worker.
+  // Operations enqueued and not finished yet.
+  uint64_t pending() const;
+  // Drains the queue and stops the worker. Concurrent calls all return once the worker is gone.
   void shutdown();
 
   // True on a sim worker thread (where blocking on streams could deadlock).
@@ -108,7 +111,10 @@ class SimStream : public std::enable_shared_from_this<SimStream> {
   bool worker_idle_ = false;
   bool stop_ = false;
   std::string error_;
+  // Written under mutex_ by the first enqueue only; once stop_ is set, read and joined under
+  // join_mutex_ so that concurrent shutdowns join it once.
   std::thread worker_;
+  std::mutex join_mutex_;
 
   // Worker-only state.
   std::mt19937_64 rng_;
