@@ -111,29 +111,41 @@ TEST_F(SimOrderingTest, EventRecordedBeforeAWriteOrdersAReadOnAnotherStream) {
   PinnedBuffer out(n);
   Backend& b = sim_backend();
   b.memset(0, x.get(), 0, n);
-  // The writer is slow; without the event the reader would copy zeros.
-  enqueue_host_function(writer, [] { std::this_thread::sleep_for(milliseconds(50)); });
-  b.memset_async(0, x.get(), 7, n, writer.raw());
-  Event written;
-  written.record(writer);
-  EXPECT_FALSE(written.query());
-  written.block(reader);
-  b.memcpy_async(0, out.get(), x.get(), n, CopyKind::DeviceToHost, reader.raw());
-  reader.synchronize();
-  EXPECT_TRUE(written.query());
-  EXPECT_TRUE(out.all_equal(7));
-
-  // And the other way round: the reader's event lets the writer overwrite only after the read.
-  Event read_done;
-  enqueue_host_function(reader, [] { std::this_thread::sleep_for(milliseconds(30)); });
-  b.memcpy_async(0, out.get(), x.get(), n, CopyKind::DeviceToHost, reader.raw());
-  read_done.record(reader);
-  writer.wait_event(read_done);
-  b.memset_async(0, x.get(), 9, n, writer.raw());
-  writer.synchronize();
-  reader.synchronize();
-  EXPECT_TRUE(out.all_equal(7));
-  EXPECT_EQ(read_back(x.get(), n, 0), std::vector<unsigned char>(n, 9));
+  {
+    // The writer is held shut until the reader's work is queued; without the event the reader
+    // would copy zeros.
+    Gate gate;
+    enqueue_host_function(writer, gate.blocker());
+    b.memset_async(0, x.get(), 7, n, writer.raw());
+    Event written;
+    written.record(writer);
+    EXPECT_FALSE(written.query());
+    written.block(reader);
+    b.memcpy_async(0, out.get(), x.get(), n, CopyKind::DeviceToHost, reader.raw());
+    EXPECT_FALSE(reader.query()) << "the read must wait for the gated write";
+    gate.open();
+    reader.synchronize();
+    EXPECT_FALSE(gate.timed_out());
+    EXPECT_TRUE(written.query());
+    EXPECT_TRUE(out.all_equal(7));
+  }
+  {
+    // And the other way round: the reader's event lets the writer overwrite only after the read.
+    Gate gate;
+    enqueue_host_function(reader, gate.blocker());
+    b.memcpy_async(0, out.get(), x.get(), n, CopyKind::DeviceToHost, reader.raw());
+    Event read_done;
+    read_done.record(reader);
+    writer.wait_event(read_done);
+    b.memset_async(0, x.get(), 9, n, writer.raw());
+    EXPECT_FALSE(writer.query()) << "the overwrite must wait for the gated read";
+    gate.open();
+    writer.synchronize();
+    reader.synchronize();
+    EXPECT_FALSE(gate.timed_out());
+    EXPECT_TRUE(out.all_equal(7));
+    EXPECT_EQ(read_back(x.get(), n, 0), std::vector<unsigned char>(n, 9));
+  }
 }
 
 TEST_F(SimOrderingTest, CrossDeviceEventWait) {

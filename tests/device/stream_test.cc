@@ -95,11 +95,37 @@ TEST_F(StreamTest, CurrentStreamIsPerThread) {
   set_current_stream(default_stream(dev));
 }
 
-TEST_F(StreamTest, StreamsInUseCountsCreatedStreams) {
-  const Device dev("sim:1");
-  default_stream(dev).synchronize();  // creates the default stream
-  EXPECT_GE(streams_in_use(dev), 1);
-  EXPECT_LE(streams_in_use(dev), 1 + kStreamPoolSize);
+class StreamCountTest : public SimTest {
+ protected:
+  sim::SimConfig config() const override {
+    sim::SimConfig c;
+    c.devices = 4;
+    return c;
+  }
+};
+
+TEST_F(StreamCountTest, StreamsInUseCountsCreatedStreams) {
+  // No other test touches sim:3, and backend streams live as long as the process: this test sees
+  // an untouched device on its first run and every stream created on a --gtest_repeat run.
+  const Device dev("sim:3");
+  const int before = streams_in_use(dev);
+  if (before == 0) {
+    const Stream pool = get_stream_from_pool(dev);
+    EXPECT_EQ(streams_in_use(dev), 0) << "handing out a Stream value creates nothing";
+    default_stream(dev).synchronize();
+    EXPECT_EQ(streams_in_use(dev), 1);
+    default_stream(dev).query();
+    EXPECT_EQ(streams_in_use(dev), 1) << "the default stream is created once";
+    pool.synchronize();
+    EXPECT_EQ(streams_in_use(dev), 2);
+    Stream(dev, pool.id()).query();
+    EXPECT_EQ(streams_in_use(dev), 2) << "the same pool stream again";
+  } else {
+    EXPECT_EQ(before, 1 + kStreamPoolSize) << "an earlier run created every stream of " << dev;
+  }
+  for (StreamId id = 0; id <= kStreamPoolSize; ++id) Stream(dev, id).synchronize();
+  EXPECT_EQ(streams_in_use(dev), 1 + kStreamPoolSize);
+  EXPECT_EQ(streams_in_use(Device("cpu")), 0);
 }
 
 TEST_F(StreamTest, CpuStreamIsAPlaceholder) {
@@ -243,10 +269,16 @@ TEST_F(StreamTest, StreamGuardSetsDeviceAndStreamAndRestoresBoth) {
 TEST_F(StreamTest, HostFunctionErrorIsReportedBySynchronize) {
   const Stream s = get_stream_from_pool(Device("sim:0"));
   enqueue_host_function(s, [] { throw std::runtime_error("boom"); });
-  const std::string message = error_of<DeviceError>([&] { s.synchronize(); });
-  EXPECT_NE(message.find("sim:0"), std::string::npos) << message;
-  EXPECT_NE(message.find("boom"), std::string::npos) << message;
+  std::string message = error_of<DeviceError>([&] { s.synchronize(); });
+  EXPECT_NE(message.find("sim:0: stream_synchronize: stream "), std::string::npos) << message;
+  EXPECT_NE(message.find("a host function raised: boom"), std::string::npos) << message;
   s.synchronize();  // reported once
+
+  enqueue_host_function(s, [] { throw std::runtime_error("bang"); });
+  message = error_of<DeviceError>([&] { device_synchronize(Device("sim:0")); });
+  EXPECT_NE(message.find("sim:0: device_synchronize: stream "), std::string::npos) << message;
+  EXPECT_NE(message.find("bang"), std::string::npos) << message;
+  s.synchronize();
 }
 
 }  // namespace
