@@ -1,13 +1,16 @@
 // The IPC channel and sharing sim memory between processes. The cross-process test re-executes
 // this test binary (never fork() with live worker threads) with FERRY_TEST_IPC_CHILD set, so the
 // same test body plays the child.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -150,6 +153,49 @@ TEST_F(SimIpcTest, ImportInTheSameProcessSharesTheBytes) {
   IpcHandle bogus = handle.clone();
   bogus.bytes.resize(3);
   EXPECT_THROW(IpcMapping{bogus}, DeviceError);
+}
+
+TEST_F(SimIpcTest, MemoryFilesAreSealedAndImportsChecked) {
+  SimBuffer x(1, 5000);
+  const IpcHandle handle = export_ipc_handle(Device("sim:1"), x.get());
+  // Sealed: no process holding the descriptor can shrink the file under our mappings (a worker
+  // would die of SIGBUS) or grow it.
+  const int seals = ::fcntl(handle.fd.get(), F_GET_SEALS);
+  EXPECT_NE(seals & F_SEAL_SHRINK, 0) << seals;
+  EXPECT_NE(seals & F_SEAL_GROW, 0) << seals;
+  EXPECT_NE(::ftruncate(handle.fd.get(), 0), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(::ftruncate(handle.fd.get(), 1 << 20), 0);
+  sim_backend().memset(1, x.get(), 0x33, 5000);  // the allocation is intact
+  EXPECT_EQ(read_back(x.get(), 5000, 1), std::vector<unsigned char>(5000, 0x33));
+
+  // The handle's device must be the one its header names.
+  IpcHandle other_device = handle.clone();
+  other_device.device = Device("sim:0");
+  std::string message = error_of<DeviceError>([&] { sim_backend().ipc_import(other_device); });
+  EXPECT_NE(message.find("sim:0: ipc_import: expected a handle exported from sim:0 (the handle's "
+                         "device), but its header says sim:1"),
+            std::string::npos)
+      << message;
+
+  // A memory file that could still shrink is refused, and so is a descriptor of another kind.
+  IpcHandle unsealed = handle.clone();
+  unsealed.fd = UniqueFd(::memfd_create("ferry-test-unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  ASSERT_TRUE(unsealed.fd.valid());
+  ASSERT_EQ(::ftruncate(unsealed.fd.get(), 1 << 16), 0);
+  message = error_of<DeviceError>([&] { sim_backend().ipc_import(unsealed); });
+  EXPECT_NE(message.find("sim:1: ipc_import: expected a memory file sealed against shrinking, but "
+                         "its seals allow shrinking"),
+            std::string::npos)
+      << message;
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  UniqueFd write_end(pipe_fds[1]);
+  IpcHandle not_a_file = handle.clone();
+  not_a_file.fd = UniqueFd(pipe_fds[0]);
+  message = error_of<DeviceError>([&] { sim_backend().ipc_import(not_a_file); });
+  EXPECT_NE(message.find("sim:1: ipc_import: expected a memory file"), std::string::npos)
+      << message;
 }
 
 // Whether a connection is waiting (within half a second).
