@@ -1,7 +1,8 @@
 // contiguous, clone, to and cpu: composite front-ends over copy_ (PyTorch's
 // CompositeImplicitAutograd operators), so every device and every dtype pair reaches the same
 // copy path. Invariant: `to` returns the tensor itself exactly when nothing would change and
-// no copy was asked for; otherwise the result is new memory that shares nothing with self.
+// no copy was asked for; otherwise the result is new memory that shares nothing with self (pinned
+// host memory when asked, and for a non_blocking move from a device to the cpu).
 #include <optional>
 
 #include "ferry/device/runtime.h"
@@ -24,9 +25,14 @@ Tensor to_impl(const Tensor& self, std::optional<Device> device, std::optional<S
                                (f == MemoryFormat::Preserve || self.is_contiguous(f)) &&
                                (!pinned || self.is_pinned());
   if (nothing_changes) return self;
+  const Device target = device.value_or(self.device());
+  // A non-blocking copy from a device to the host into pageable memory would wait for the
+  // stream on the host (a pageable memcpy returns once it is done): pin the result, as
+  // PyTorch's _to_copy does, so the copy is only queued. The caller synchronizes before reading.
+  const bool pin_result = non_blocking && !self.is_cpu() && target.is_cpu();
   const TensorOptions options = TensorOptions(dtype.value_or(self.dtype()))
-                                    .device(device.value_or(self.device()))
-                                    .pinned_memory(pinned);
+                                    .device(target)
+                                    .pinned_memory(pinned || pin_result);
   Tensor out = empty_like(self, options, f);
   out.copy_(self, non_blocking);
   return out;

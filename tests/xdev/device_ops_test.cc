@@ -1,11 +1,14 @@
 // The operations device tensors need besides copy_: fill_/zero_ (memset or the device kernel,
 // queued on the current stream), item(), printing, factories with a device, to()/cpu()/
-// pin_memory() semantics (no copy when nothing changes), the temporaries decision for chosen
-// cases, and the errors for devices that do not exist.
+// pin_memory() semantics (no copy when nothing changes; a pinned result for a non-blocking move
+// to the cpu; memory formats across devices), the temporaries decision for chosen cases, and the
+// errors for devices that do not exist.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <complex>
+#include <vector>
 
 #include "ferry/ops/device_copy.h"
 #include "tests/ops/naive_copy.h"
@@ -121,6 +124,87 @@ TEST_F(XdevTest, ToCopiesOnlyWhenSomethingChanges) {
   double sum = 0;
   for (int64_t i = 0; i < 6; ++i) sum += yh.data_ptr<double>()[i];
   EXPECT_EQ(sum, 15.0);
+}
+
+std::vector<float> float_values(const Tensor& t) {
+  const Tensor h = t.cpu().to(kFloat32).contiguous();
+  return std::vector<float>(h.data_ptr<float>(), h.data_ptr<float>() + h.numel());
+}
+
+// to(cpu, non_blocking=true) from a device pins the result (as PyTorch's _to_copy does), so the
+// copy is only queued: with the device's stream held by a gate the call returns at once, and the
+// values are there after a synchronize of that stream. Blocking, or from the host, nothing is
+// pinned unless asked.
+TEST_F(XdevTest, NonBlockingToCpuPinsTheResult) {
+  const Tensor x = arange(0, 600, 1, TensorOptions(kFloat32).device(kSim1)).view({20, 30});
+  device_synchronize(kSim1);
+  const Stream stream = current_stream(kSim1);
+  Tensor same, converted, transposed;
+  {
+    Gate gate(stream);
+    const auto start = std::chrono::steady_clock::now();
+    same = x.to(Device("cpu"), kFloat32, /*non_blocking=*/true);       // one memcpy
+    converted = x.to(Device("cpu"), kFloat64, /*non_blocking=*/true);  // staged, on sim:1
+    transposed = x.t().to(TensorOptions(Device("cpu")), /*non_blocking=*/true, false,
+                          MemoryFormat::Contiguous);  // staged, on sim:1
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5))
+        << "to(cpu, non_blocking=true) waited for the stream";
+  }
+  for (const Tensor* t : {&same, &converted, &transposed}) {
+    EXPECT_TRUE(t->is_pinned());
+    EXPECT_TRUE(t->is_cpu());
+  }
+  stream.synchronize();
+  std::vector<float> want(600);
+  for (int i = 0; i < 600; ++i) want[static_cast<size_t>(i)] = static_cast<float>(i);
+  EXPECT_EQ(float_values(same), want);
+  EXPECT_EQ(float_values(converted), want);
+  EXPECT_EQ(DimVector(transposed.strides()), (DimVector{20, 1}));
+  EXPECT_EQ(float_values(transposed), float_values(x.t()));
+  EXPECT_FALSE(x.to(Device("cpu")).is_pinned()) << "blocking: pageable, as asked";
+  EXPECT_FALSE(x.cpu().is_pinned());
+  EXPECT_FALSE(arange(3).to(kFloat64, /*non_blocking=*/true).is_pinned()) << "from the host";
+  EXPECT_TRUE(x.to(TensorOptions(Device("cpu")).pinned_memory(true)).is_pinned());
+}
+
+// to()'s memory_format between every pair of devices: the result has the format's strides (or,
+// for preserve, the source's dense layout) and the source's values.
+TEST_F(XdevTest, ToWithAMemoryFormatAcrossDevices) {
+  const Device devices[] = {Device("cpu"), kSim0, kSim1};
+  const std::vector<int64_t> sizes = {2, 3, 4, 5};
+  for (Device from : devices) {
+    for (Device to : devices) {
+      for (bool permuted : {false, true}) {
+        const Tensor values = arange(0, 120, 1, kFloat32);
+        const Tensor host =
+            permuted ? values.view({2, 4, 5, 3}).permute({0, 3, 1, 2}) : values.view({2, 3, 4, 5});
+        const Tensor x = place(host, from);
+        for (MemoryFormat format :
+             {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast, MemoryFormat::Preserve}) {
+          SCOPED_TRACE(::testing::Message() << from << " -> " << to << ", " << format
+                                            << (permuted ? ", channels-last source" : ""));
+          for (bool non_blocking : {false, true}) {
+            const Tensor y = x.to(TensorOptions(to), non_blocking, false, format);
+            device_synchronize(from);
+            device_synchronize(to);
+            EXPECT_EQ(y.device(), to);
+            const DimVector want = format == MemoryFormat::Preserve
+                                       ? DimVector(x.strides())
+                                       : strides_for_memory_format(sizes, format);
+            EXPECT_EQ(DimVector(y.strides()), want);
+            EXPECT_EQ(y.is_same(x), from == to && y.strides().equals(x.strides()))
+                << "a copy exactly when something changes";
+            EXPECT_EQ(float_values(y), float_values(x));
+          }
+        }
+      }
+    }
+  }
+  // A format that does not fit the rank is refused, whatever the devices.
+  const Tensor v = zeros({2, 3, 4, 5}, TensorOptions().device(kSim0));
+  EXPECT_THROW(v.to(TensorOptions(Device("cpu")), false, false, MemoryFormat::ChannelsLast3d),
+               ShapeError);
+  EXPECT_THROW(v.to(TensorOptions(kSim1), true, false, MemoryFormat::ChannelsLast3d), ShapeError);
 }
 
 TEST_F(XdevTest, PartlyOverlappingDeviceCopy) {
