@@ -32,7 +32,13 @@ class CpuAllocator final : public Allocator {
       void* aligned = reinterpret_cast<void*>((address + kCpuAlignment) & ~(kCpuAlignment - 1));
       return DataPtr(aligned, raw, &std::free, cpu);
     }
-    const size_t rounded = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
+    // Rounding up to whole huge pages must not wrap around to a small request.
+    size_t padded = 0;
+    FERRY_CHECK_AS(OutOfMemoryError, !__builtin_add_overflow(nbytes, kHugePage - 1, &padded),
+                   "cpu: failed to allocate ", nbytes,
+                   " bytes of host memory (expected a size that rounds up to whole 2 MiB pages, "
+                   "but it is beyond the address space)");
+    const size_t rounded = padded / kHugePage * kHugePage;
     void* p = std::aligned_alloc(kHugePage, rounded);
     FERRY_CHECK_AS(OutOfMemoryError, p != nullptr, "cpu: failed to allocate ", nbytes,
                    " bytes of host memory");

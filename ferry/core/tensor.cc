@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ferry/core/size_math.h"
+
 namespace ferry {
 
 int64_t wrap_dim(int64_t dim, int64_t rank, const char* what) {
@@ -29,20 +31,6 @@ DimVector broadcast_shapes(IntArrayRef a, IntArrayRef b) {
   return out;
 }
 
-namespace {
-
-// Highest storage element index reachable from offset 0, plus one; 0 for an empty tensor.
-int64_t storage_extent(IntArrayRef sizes, IntArrayRef strides) {
-  int64_t extent = 1;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] == 0) return 0;
-    extent += (sizes[i] - 1) * strides[i];
-  }
-  return extent;
-}
-
-}  // namespace
-
 Tensor make_tensor(Storage storage, ScalarType dtype, IntArrayRef sizes, IntArrayRef strides,
                    int64_t storage_offset) {
   FERRY_CHECK_AS(ShapeError, sizes.size() == strides.size(), "expected as many strides as sizes, ",
@@ -53,19 +41,52 @@ Tensor make_tensor(Storage storage, ScalarType dtype, IntArrayRef sizes, IntArra
   }
   FERRY_CHECK_AS(IndexError, storage_offset >= 0, "storage_offset: expected a value >= 0, but got ",
                  storage_offset);
-  const int64_t extent = storage_extent(sizes, strides);
-  if (extent > 0 && storage.defined()) {
-    const auto needed = static_cast<size_t>(storage_offset + extent) * element_size(dtype);
-    FERRY_CHECK_AS(ShapeError, needed <= storage.nbytes(), "sizes ", sizes, ", strides ", strides,
-                   " and storage offset ", storage_offset, " reach ", needed,
+  // Byte strides and byte offsets are what the iterator and data() compute, for every
+  // dimension (a size-1 dimension's stride included), so each must fit int64 on its own.
+  const auto itemsize = static_cast<int64_t>(element_size(dtype));
+  int64_t bytes = 0;
+  for (int64_t stride : strides) {
+    const bool fits = mul_fits(stride, itemsize, &bytes);
+    FERRY_CHECK_AS(ShapeError, fits, "storage size calculation overflowed: expected strides whose ",
+                   "byte size fits int64, but got strides ", strides, " of ", itemsize,
+                   "-byte elements");
+  }
+  const bool offset_fits = mul_fits(storage_offset, itemsize, &bytes);
+  FERRY_CHECK_AS(ShapeError, offset_fits,
+                 "storage size calculation overflowed: expected a storage offset whose byte size ",
+                 "fits int64, but got ", storage_offset, " of ", itemsize, "-byte elements");
+  const int64_t needed =
+      checked_storage_nbytes(sizes, strides, storage_offset, static_cast<size_t>(itemsize));
+  if (needed > 0 && storage.defined()) {
+    FERRY_CHECK_AS(ShapeError, static_cast<size_t>(needed) <= storage.nbytes(), "sizes ", sizes,
+                   ", strides ", strides, " and storage offset ", storage_offset, " reach ", needed,
                    " bytes, but the storage holds ", storage.nbytes(), " bytes");
   }
   return Tensor(
       make_intrusive<TensorImpl>(std::move(storage), dtype, sizes, strides, storage_offset));
 }
 
-int64_t Tensor::size(int64_t dim) const { return sizes()[wrap_dim(dim, this->dim())]; }
-int64_t Tensor::stride(int64_t dim) const { return strides()[wrap_dim(dim, this->dim())]; }
+namespace {
+
+// Raises IndexError unless `t` has a dimension to index (wrap_dim lets 0-d tensors pass dims
+// 0 and -1, as PyTorch does for ops that treat a scalar as one element, but size(d) and
+// stride(d) would then read past the empty sizes).
+void check_has_dims(const Tensor& t, const char* op, int64_t dim) {
+  FERRY_CHECK_AS(IndexError, t.dim() > 0, op, ": expected a tensor with at least 1 dimension, ",
+                 "but got a 0-d tensor (dim ", dim, ")");
+}
+
+}  // namespace
+
+int64_t Tensor::size(int64_t dim) const {
+  check_has_dims(*this, "size", dim);
+  return sizes()[wrap_dim(dim, this->dim())];
+}
+
+int64_t Tensor::stride(int64_t dim) const {
+  check_has_dims(*this, "stride", dim);
+  return strides()[wrap_dim(dim, this->dim())];
+}
 
 bool Tensor::is_contiguous(MemoryFormat format) const {
   switch (format) {
@@ -117,6 +138,8 @@ namespace {
 DimVector infer_sizes(IntArrayRef sizes, int64_t numel, const char* op) {
   DimVector out(sizes);
   int64_t known = 1;
+  bool zero = false;
+  bool overflow = false;
   std::optional<size_t> infer;
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] == -1) {
@@ -125,8 +148,22 @@ DimVector infer_sizes(IntArrayRef sizes, int64_t numel, const char* op) {
       infer = i;
     } else {
       FERRY_CHECK_AS(ShapeError, sizes[i] >= 0, op, ": expected sizes >= 0 or -1, but got ", sizes);
-      known *= sizes[i];
+      zero = zero || sizes[i] == 0;
+      overflow = overflow || !mul_fits(known, sizes[i], &known);
     }
+  }
+  if (zero) {
+    known = 0;
+    overflow = false;
+  }
+  if (overflow) {
+    // The given sizes alone hold more elements than int64 counts: only an empty tensor fits,
+    // through an inferred 0.
+    FERRY_CHECK_AS(ShapeError, infer && numel == 0, op, ": shape ", sizes,
+                   " is invalid for a tensor of ", numel,
+                   " elements (the product of its sizes overflows int64)");
+    out[*infer] = 0;
+    return out;
   }
   const bool fits = infer ? (known > 0 && numel % known == 0) : known == numel;
   FERRY_CHECK_AS(ShapeError, fits || (infer && known == 0 && numel == 0), op, ": shape ", sizes,
@@ -160,12 +197,18 @@ std::optional<DimVector> compute_view_strides(IntArrayRef old_sizes, IntArrayRef
   int64_t tensor_numel = 1;
   int64_t view_numel = 1;
   for (int64_t d = static_cast<int64_t>(old_sizes.size()) - 1; d >= 0; --d) {
-    tensor_numel *= old_sizes[d];
+    tensor_numel *= old_sizes[d];  // at most numel
+    // A chunk's span that overflows cannot equal any stride: the chunk ends there.
+    int64_t span = 0;
     const bool chunk_ends =
-        d == 0 || (old_sizes[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride);
+        d == 0 || (old_sizes[d - 1] != 1 && (!mul_fits(tensor_numel, chunk_base_stride, &span) ||
+                                             old_strides[d - 1] != span));
     if (chunk_ends) {
       while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[view_d] == 1)) {
-        new_strides[view_d] = view_numel * chunk_base_stride;
+        // Only a size-1 dimension can overflow here (its stride is then never used).
+        if (!mul_fits(view_numel, chunk_base_stride, &new_strides[view_d])) {
+          new_strides[view_d] = chunk_base_stride;
+        }
         view_numel *= new_sizes[view_d];
         --view_d;
       }
@@ -234,9 +277,26 @@ Tensor Tensor::t() const {
   return dim() < 2 ? alias() : transpose(0, 1);
 }
 
+namespace {
+
+// base + index * stride, the start of a view that moves along a dimension. It fits int64 for
+// any element the tensor has; an index at the end of a dimension (an empty slice) of an empty
+// tensor, whose strides no storage bounds, may not, and then this raises ShapeError.
+int64_t checked_offset(int64_t base, int64_t index, int64_t stride, const char* op) {
+  int64_t step = 0;
+  int64_t out = 0;
+  const bool fits = mul_fits(index, stride, &step) && add_fits(base, step, &out);
+  FERRY_CHECK_AS(ShapeError, fits, op, ": storage offset calculation overflowed: expected ", base,
+                 " + ", index, " * ", stride, " to fit int64");
+  return out;
+}
+
+}  // namespace
+
 Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
                      int64_t step) const {
-  FERRY_CHECK_AS(ShapeError, this->dim() > 0, "slice: expected a tensor with at least 1 dimension");
+  FERRY_CHECK_AS(ShapeError, this->dim() > 0,
+                 "slice: expected a tensor with at least 1 dimension, but got a 0-d tensor");
   const int64_t d = wrap_dim(dim, this->dim(), "slice dim");
   FERRY_CHECK_AS(IndexError, step > 0, "slice: step: expected a positive value, but got ", step);
   const int64_t size = sizes()[d];
@@ -246,14 +306,17 @@ Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<in
   const int64_t lo = start ? clamp_index(*start) : 0;
   const int64_t hi = std::max(lo, end ? clamp_index(*end) : size);
   DimVector new_sizes(sizes()), new_strides(strides());
-  new_sizes[d] = (hi - lo + step - 1) / step;
-  new_strides[d] *= step;
-  return as_strided(new_sizes, new_strides, storage_offset() + lo * strides()[d]);
+  // Written so that no step, however large, overflows; with at most one element left the
+  // stride is never used and stays as it was.
+  new_sizes[d] = hi == lo ? 0 : (hi - lo - 1) / step + 1;
+  if (new_sizes[d] > 1) new_strides[d] = checked_offset(0, step, strides()[d], "slice");
+  return as_strided(new_sizes, new_strides,
+                    checked_offset(storage_offset(), lo, strides()[d], "slice"));
 }
 
 Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
   FERRY_CHECK_AS(ShapeError, this->dim() > 0,
-                 "narrow: expected a tensor with at least 1 dimension");
+                 "narrow: expected a tensor with at least 1 dimension, but got a 0-d tensor");
   const int64_t d = wrap_dim(dim, this->dim(), "narrow dim");
   const int64_t size = sizes()[d];
   FERRY_CHECK_AS(IndexError, start >= -size && start <= size,
@@ -266,7 +329,8 @@ Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::select(int64_t dim, int64_t index) const {
-  FERRY_CHECK_AS(IndexError, this->dim() > 0, "select: cannot select on a 0-d tensor");
+  FERRY_CHECK_AS(IndexError, this->dim() > 0,
+                 "select: expected a tensor with at least 1 dimension, but got a 0-d tensor");
   const int64_t d = wrap_dim(dim, this->dim(), "select dim");
   const int64_t size = sizes()[d];
   FERRY_CHECK_AS(IndexError, index >= -size && index < size, "select: index: expected a value in [",
@@ -276,7 +340,8 @@ Tensor Tensor::select(int64_t dim, int64_t index) const {
   DimVector new_sizes(sizes()), new_strides(strides());
   new_sizes.erase(new_sizes.begin() + d);
   new_strides.erase(new_strides.begin() + d);
-  return as_strided(new_sizes, new_strides, storage_offset() + i * strides()[d]);
+  return as_strided(new_sizes, new_strides,
+                    checked_offset(storage_offset(), i, strides()[d], "select"));
 }
 
 Tensor Tensor::expand(IntArrayRef sizes) const {
@@ -311,9 +376,22 @@ Tensor Tensor::expand(IntArrayRef sizes) const {
 }
 
 Tensor Tensor::unsqueeze(int64_t dim) const {
-  const int64_t d = wrap_dim(dim, this->dim() + 1, "unsqueeze dim");
+  // The new dim goes before any of the dim() + 1 positions, so the valid range is one wider
+  // than wrap_dim's for this tensor: check it here, naming the tensor's own rank.
+  const int64_t positions = this->dim() + 1;
+  FERRY_CHECK_AS(IndexError, dim >= -positions && dim < positions,
+                 "unsqueeze dim: expected a value in [", -positions, ", ", positions - 1,
+                 "] for a ", this->dim(), "-d tensor, but got ", dim);
+  const int64_t d = dim < 0 ? dim + positions : dim;
   DimVector new_sizes(sizes()), new_strides(strides());
-  const int64_t stride = d >= this->dim() ? 1 : sizes()[d] * strides()[d];
+  // PyTorch's stride for the new size-1 dim; any value would do, so 1 when it (or its byte
+  // size) overflows, which only an empty tensor's unbounded strides allow.
+  int64_t stride = 1;
+  int64_t bytes = 0;
+  if (d < this->dim() && !(mul_fits(sizes()[d], strides()[d], &stride) &&
+                           mul_fits(stride, static_cast<int64_t>(element_size()), &bytes))) {
+    stride = 1;
+  }
   new_sizes.insert(new_sizes.begin() + d, 1);
   new_strides.insert(new_strides.begin() + d, stride);
   return as_strided(new_sizes, new_strides);
@@ -347,9 +425,7 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   if (s == e) return alias();
   DimVector new_sizes;
   for (int64_t i = 0; i < s; ++i) new_sizes.push_back(sizes()[i]);
-  int64_t merged = 1;
-  for (int64_t i = s; i <= e; ++i) merged *= sizes()[i];
-  new_sizes.push_back(merged);
+  new_sizes.push_back(checked_numel(sizes().slice(s, e - s + 1), "flatten"));
   for (int64_t i = e + 1; i < dim(); ++i) new_sizes.push_back(sizes()[i]);
   return reshape(new_sizes);
 }

@@ -3,7 +3,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <numeric>
+
+#include "ferry/core/error.h"
+#include "ferry/core/size_math.h"
 
 namespace ferry {
 
@@ -19,15 +23,33 @@ TensorImpl::TensorImpl(Storage storage, ScalarType dtype, IntArrayRef sizes, Int
   refresh_derived();
 }
 
+namespace {
+
+// The element count of `sizes`, raising ShapeError unless numel * itemsize fits int64: then
+// nbytes() and a dense copy's allocation never wrap (an expanded view reaches far fewer bytes
+// than it has elements, but may be cloned).
+int64_t checked_dense_numel(IntArrayRef sizes, size_t itemsize) {
+  const int64_t numel = checked_numel(sizes);
+  int64_t nbytes = 0;
+  const bool fits = mul_fits(numel, static_cast<int64_t>(itemsize), &nbytes);
+  FERRY_CHECK_AS(ShapeError, fits,
+                 "storage size calculation overflowed: expected sizes whose dense byte size fits "
+                 "int64, but sizes ",
+                 sizes, " hold ", numel, " elements of ", itemsize, " bytes");
+  return numel;
+}
+
+}  // namespace
+
 void TensorImpl::set_sizes_and_strides(IntArrayRef sizes, IntArrayRef strides) {
+  checked_dense_numel(sizes, itemsize_);  // before anything changes
   sizes_ = DimVector(sizes);
   strides_ = DimVector(strides);
   refresh_derived();
 }
 
 void TensorImpl::refresh_derived() {
-  numel_ = 1;
-  for (int64_t s : sizes_) numel_ *= s;
+  numel_ = checked_dense_numel(sizes_, itemsize_);
   is_contiguous_ = compute_contiguous(sizes_, strides_);
 }
 
@@ -53,10 +75,11 @@ template <size_t N>
 bool channels_last_contiguous(IntArrayRef sizes, IntArrayRef strides,
                               const std::array<int, N>& order) {
   int64_t expected = 1;
+  bool overflowed = false;  // then no later stride can be `expected`
   for (int d : order) {
     if (sizes[d] == 1) continue;
-    if (strides[d] != expected) return false;
-    expected *= sizes[d];
+    if (overflowed || strides[d] != expected) return false;
+    overflowed = !mul_fits(expected, sizes[d], &expected);
   }
   return true;
 }
@@ -71,7 +94,8 @@ bool channels_last_like(IntArrayRef sizes, IntArrayRef strides, const std::array
     // Batch stride equal to the channel stride: ambiguous (e.g. N111), call it contiguous.
     if (d == 0 && min == strides[1]) return false;
     min = strides[d];
-    if (sizes[d] > 1) min *= sizes[d];
+    // Saturates: no later stride can reach past int64 anyway.
+    if (sizes[d] > 1 && !mul_fits(min, sizes[d], &min)) min = INT64_MAX;
   }
   return true;
 }
@@ -103,10 +127,11 @@ bool compute_non_overlapping_and_dense(IntArrayRef sizes, IntArrayRef strides) {
     return strides[a] < strides[b];
   });
   int64_t expected = 1;
+  bool overflowed = false;  // then no later stride can be `expected`
   for (int64_t d : order) {
     if (sizes[d] < 2) return true;
-    if (strides[d] != expected) return false;
-    expected *= sizes[d];
+    if (overflowed || strides[d] != expected) return false;
+    overflowed = !mul_fits(expected, sizes[d], &expected);
   }
   return true;
 }

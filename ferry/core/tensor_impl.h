@@ -1,7 +1,8 @@
 // TensorImpl: the shared state behind Tensor handles — a Storage, sizes and strides (inline up
 // to 6 dimensions), a storage offset, a dtype, and the lazy conjugate and negative bits.
-// Invariants: sizes and strides have the same length; numel() is the product of sizes;
-// is_contiguous() caches the row-major check and is refreshed by every metadata change.
+// Invariants: sizes and strides have the same length; numel() is the product of sizes and
+// numel() * itemsize() fits int64 (else construction raises ShapeError); is_contiguous() caches
+// the row-major check and is refreshed by every metadata change.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +40,8 @@ class TensorImpl : public RefCounted {
     return static_cast<char*>(storage_.data()) + storage_offset_ * static_cast<int64_t>(itemsize_);
   }
 
-  // Replaces the metadata; does not check bounds against the storage (callers do).
+  // Replaces the metadata; does not check bounds against the storage (callers do). Raises
+  // ShapeError, leaving numel() unchanged, when the new element count overflows.
   void set_sizes_and_strides(IntArrayRef sizes, IntArrayRef strides);
   void set_storage_offset(int64_t offset) { storage_offset_ = offset; }
   void set_conj(bool v) { is_conj_ = v; }

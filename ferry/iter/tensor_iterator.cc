@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "ferry/core/size_math.h"
 #include "ferry/core/storage.h"
 #include "ferry/iter/memory_overlap.h"
 #include "ferry/iter/parallel.h"
@@ -142,8 +143,8 @@ void TensorIterator::compute_shape(const TensorIteratorConfig& config) {
     FERRY_FAIL_AS(ShapeError, "output with shape ", sizes, " doesn't match the broadcast shape ",
                   IntArrayRef(shape_));
   }
-  numel_ = 1;
-  for (int64_t s : shape_) numel_ *= s;
+  // Every operand's own count fits, but a broadcast of two may not ([N, 1] with [1, N]).
+  numel_ = checked_numel(shape_, "TensorIterator");
 }
 
 void TensorIterator::compute_types(const TensorIteratorConfig& config) {
@@ -253,9 +254,14 @@ void TensorIterator::allocate_outputs() {
       o.stride_bytes[d] = next;
       sizes[perm_[d]] = shape_[d];
       strides[perm_[d]] = next / itemsize;
-      next *= std::max<int64_t>(shape_[d], 1);
+      // An empty shape's other sizes are not bounded by numel_, so this product can overflow.
+      const bool fits = d + 1 == ndim || mul_fits(next, std::max<int64_t>(shape_[d], 1), &next);
+      FERRY_CHECK_AS(ShapeError, fits, "TensorIterator: storage size calculation overflowed: ",
+                     "expected an output shape whose dense strides fit int64, but got ",
+                     IntArrayRef(shape_), " (reordered) of ", itemsize, "-byte elements");
     }
-    const auto nbytes = static_cast<size_t>(numel_ * itemsize);
+    const auto nbytes = static_cast<size_t>(
+        checked_storage_nbytes(sizes, strides, 0, static_cast<size_t>(itemsize), "TensorIterator"));
     Storage storage(nbytes, get_allocator(o.device.type()), o.device);
     o.owned = make_tensor(std::move(storage), o.dtype, sizes, strides);
     o.data = static_cast<char*>(o.owned.data_ptr());
@@ -267,11 +273,16 @@ void TensorIterator::coalesce_dimensions() {
   if (ndim <= 1) return;
   // Dimensions d and d+1 merge when one has size 1 (its stride never matters) or when, for
   // every operand, stepping through all of d lands exactly on the next step of d+1.
+  // Products that overflow int64 (possible only when another dimension is empty, which leaves
+  // the sizes and strides unbounded) never match, and such a pair stays apart.
   auto can_merge = [&](int64_t d0, int64_t d1) {
     if (shape_[d0] == 1 || shape_[d1] == 1) return true;
+    int64_t merged = 0;
+    if (!mul_fits(shape_[d0], shape_[d1], &merged)) return false;
     for (int i = 0; i < num_operands_; ++i) {
       const DimVector& s = operands_[i].stride_bytes;
-      if (shape_[d0] * s[d0] != s[d1]) return false;
+      int64_t span = 0;
+      if (!mul_fits(shape_[d0], s[d0], &span) || span != s[d1]) return false;
     }
     return true;
   };

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "ferry/core/size_math.h"
 #include "ferry/core/storage.h"
 #include "ferry/device/runtime.h"
 #include "ferry/iter/stride_order.h"
@@ -18,14 +19,11 @@ void check_sizes(IntArrayRef sizes, const char* op) {
   }
 }
 
-// Elements reachable from offset 0, i.e. the storage a layout needs.
-int64_t required_elements(IntArrayRef sizes, IntArrayRef strides) {
-  int64_t extent = 1;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] == 0) return 0;
-    extent += (sizes[i] - 1) * strides[i];
+// Before the storage extent is computed from them (make_tensor checks again, later).
+void check_strides(IntArrayRef strides, const char* op) {
+  for (int64_t s : strides) {
+    FERRY_CHECK_AS(ShapeError, s >= 0, op, ": expected non-negative strides, but got ", strides);
   }
-  return extent;
 }
 
 Allocator* allocator_for(const TensorOptions& options) {
@@ -65,8 +63,7 @@ struct Draw {
 
 Draw reserve_draw(IntArrayRef sizes, Generator* generator, uint64_t per_element) {
   Generator& gen = generator ? *generator : default_generator();
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  const int64_t n = checked_numel(sizes, "random draw");
   const uint64_t seed = gen.seed();
   return Draw{seed, gen.reserve(per_element * static_cast<uint64_t>(n)), per_element};
 }
@@ -94,7 +91,9 @@ Tensor empty_strided(IntArrayRef sizes, IntArrayRef strides, TensorOptions optio
                  " and strides ", strides);
   const Device device = checked_device(options.device());
   const ScalarType dtype = options.dtype();
-  const auto nbytes = static_cast<size_t>(required_elements(sizes, strides)) * element_size(dtype);
+  check_strides(strides, "empty_strided");
+  const auto nbytes = static_cast<size_t>(
+      checked_storage_nbytes(sizes, strides, 0, element_size(dtype), "empty_strided"));
   Allocator* allocator = allocator_for(options);
   return make_tensor(Storage(nbytes, allocator, device), dtype, sizes, strides);
 }
@@ -233,9 +232,10 @@ Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides,
   FERRY_CHECK_AS(ShapeError, sizes.size() == strides.size(),
                  "from_blob: expected as many strides as sizes, but got sizes ", sizes,
                  " and strides ", strides);
+  check_strides(strides, "from_blob");
   const Device device = checked_device(options.device());
-  const auto nbytes =
-      static_cast<size_t>(required_elements(sizes, strides)) * element_size(options.dtype());
+  const auto nbytes = static_cast<size_t>(
+      checked_storage_nbytes(sizes, strides, 0, element_size(options.dtype()), "from_blob"));
   DataPtr ptr(data, device);
   if (deleter) {
     struct Context {

@@ -75,6 +75,27 @@ TEST(Views, ReshapeCopiesOnlyWhenNeeded) {
   expect_layout(r, {4, 6}, {6, 1}, 0);
 }
 
+TEST(Views, ReshapeCopiesWhenNoViewFits) {
+  Tensor a = arange(6, kInt64).view({2, 3});
+  // The transpose reads 0 3 1 4 2 5: no strides give that as one flat run, so reshape copies.
+  Tensor r = a.transpose(0, 1).reshape({-1});
+  EXPECT_FALSE(r.is_alias_of(a));
+  expect_layout(r, {6}, {1}, 0);
+  std::vector<int64_t> got(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + 6);
+  EXPECT_EQ(got, (V{0, 3, 1, 4, 2, 5}));
+  // The copy is the source's values, not a view of them: writing a leaves r alone.
+  a.fill_(7);
+  EXPECT_EQ(r.data_ptr<int64_t>()[1], 3);
+  // Into a shape that splits the copied run, with lazy bits materialized in the copy.
+  Tensor n = a.transpose(0, 1)._neg_view().reshape({2, 3});
+  EXPECT_FALSE(n.is_alias_of(a));
+  expect_layout(n, {2, 3}, {3, 1}, 0);
+  EXPECT_EQ(n.select(1, 2).select(0, 1).item<int64_t>(), -7);
+  // A strided slice whose elements are evenly spaced still reshapes as a view.
+  Tensor every_other = arange(12, kInt64).slice(0, 0, std::nullopt, 2);
+  EXPECT_TRUE(every_other.reshape({2, 3}).is_alias_of(every_other));
+}
+
 TEST(Views, Permute) {
   Tensor a = blank({2, 3, 4});
   expect_layout(a.permute({2, 0, 1}), {4, 2, 3}, {1, 12, 4}, 0);
@@ -108,6 +129,9 @@ TEST(Views, Slice) {
   expect_layout(a.slice(1, 1, 9, 2).slice(1, 1, 3), {4, 2}, {10, 2}, 3);
   expect_error<IndexError>([&] { a.slice(1, 0, 4, 0); }, {"step", "positive", "got 0"});
   expect_error<IndexError>([&] { a.slice(2, 0, 4); }, {"slice dim", "[-2, 1]", "got 2"});
+  expect_error<ShapeError>(
+      [&] { blank({}).slice(0, 0, 1); },
+      {"slice: expected a tensor with at least 1 dimension", "but got a 0-d tensor"});
 }
 
 TEST(Views, Narrow) {
@@ -116,6 +140,9 @@ TEST(Views, Narrow) {
   expect_layout(a.narrow(0, -2, 2), {2, 10}, {10, 1}, 20);
   expect_error<IndexError>([&] { a.narrow(1, 8, 3); }, {"length", "[0, 2]", "got 3"});
   expect_error<IndexError>([&] { a.narrow(1, 11, 0); }, {"start", "[-10, 10]", "got 11"});
+  expect_error<ShapeError>(
+      [&] { blank({}).narrow(0, 0, 1); },
+      {"narrow: expected a tensor with at least 1 dimension", "but got a 0-d tensor"});
 }
 
 TEST(Views, Select) {
@@ -126,7 +153,9 @@ TEST(Views, Select) {
   expect_layout(a[1][2][3], {}, {}, 23);
   expect_error<IndexError>([&] { a.select(0, 2); }, {"index", "[-2, 1]", "got 2"});
   expect_error<IndexError>([&] { a.select(3, 0); }, {"select dim", "[-3, 2]", "got 3"});
-  expect_error<IndexError>([&] { blank({}).select(0, 0); }, {"0-d"});
+  expect_error<IndexError>(
+      [&] { blank({}).select(0, 0); },
+      {"select: expected a tensor with at least 1 dimension", "but got a 0-d tensor"});
 }
 
 TEST(Views, Expand) {
@@ -150,7 +179,12 @@ TEST(Views, UnsqueezeSqueeze) {
   expect_layout(a.unsqueeze(1), {2, 1, 3}, {3, 3, 1}, 0);
   expect_layout(a.unsqueeze(2), {2, 3, 1}, {3, 1, 1}, 0);
   expect_layout(a.unsqueeze(-1), {2, 3, 1}, {3, 1, 1}, 0);
-  expect_error<IndexError>([&] { a.unsqueeze(3); }, {"unsqueeze dim", "[-3, 2]", "got 3"});
+  expect_error<IndexError>([&] { a.unsqueeze(3); },
+                           {"unsqueeze dim", "[-3, 2]", "for a 2-d tensor", "got 3"});
+  expect_error<IndexError>([&] { a.unsqueeze(-4); }, {"for a 2-d tensor", "got -4"});
+  expect_layout(blank({}).unsqueeze(-1), {1}, {1}, 0);
+  expect_error<IndexError>([&] { blank({}).unsqueeze(1); },
+                           {"[-1, 0]", "for a 0-d tensor", "got 1"});
   Tensor b = blank({1, 2, 1, 3});
   expect_layout(b.squeeze(), {2, 3}, {3, 1}, 0);
   expect_layout(b.squeeze(2), {1, 2, 3}, {6, 3, 1}, 0);

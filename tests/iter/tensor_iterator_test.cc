@@ -368,5 +368,27 @@ TEST(TensorIterator, SerialForEachOverArbitraryRanges) {
   for_each_element_offset(dst.sizes(), dst.strides(), [&](int64_t off) { ASSERT_EQ(p[off], 7); });
 }
 
+TEST(TensorIterator, BroadcastShapesThatOverflowAreRefused) {
+  // Each input holds 2^40 elements; their broadcast would hold 2^80.
+  const int64_t big = int64_t{1} << 40;
+  Tensor column = zeros({1, 1}, kUInt8).expand({big, 1});
+  Tensor row = zeros({1, 1}, kUInt8).expand({1, big});
+  try {
+    TensorIteratorConfig().add_output(Tensor()).add_input(column).add_input(row).build();
+    ADD_FAILURE() << "expected a ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("TensorIterator: storage size calculation overflowed"));
+    EXPECT_THAT(e.what(), HasSubstr("[1099511627776, 1099511627776]"));
+  }
+  // An allocated output of an empty broadcast whose dense strides would not fit.
+  Tensor empty_wide = zeros({0}, kUInt8).view({0, big, 1}).expand({0, big, big});
+  try {
+    TensorIteratorConfig().add_output(Tensor()).add_input(empty_wide).build();
+    ADD_FAILURE() << "expected a ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("expected an output shape whose dense strides fit int64"));
+  }
+}
+
 }  // namespace
 }  // namespace ferry
