@@ -179,7 +179,8 @@ RegistrationHandle Dispatcher::register_kernel(std::string_view op_name, Dispatc
                                                detail::KernelEntry entry) {
   check_key(key);
   FERRY_CHECK(key != DispatchKey::Undefined || entry.kind != detail::KernelKind::Fallthrough,
-              op_name, ": the Undefined key cannot fall through (there is nothing below it)");
+              op_name, ": expected a kernel for the Undefined key, but got a fallthrough (nothing ",
+              "lies below Undefined to fall through to)");
   std::lock_guard lock(mutex_);
   detail::OperatorEntry& op = entry_for(op_name);
   if (entry.signature) {
@@ -224,7 +225,8 @@ RegistrationHandle Dispatcher::impl_fallthrough(std::string_view op, DispatchKey
 RegistrationHandle Dispatcher::register_fallback(DispatchKey key, detail::KernelEntry entry) {
   check_key(key);
   FERRY_CHECK(key != DispatchKey::Undefined || entry.kind != detail::KernelKind::Fallthrough,
-              "the Undefined key cannot fall through (there is nothing below it)");
+              "fallback: expected a kernel for the Undefined key, but got a fallthrough (nothing ",
+              "lies below Undefined to fall through to)");
   std::lock_guard lock(mutex_);
   const detail::KernelEntry* e = intern(fallback_entries_, std::move(entry));
   const uint64_t id = next_id_++;

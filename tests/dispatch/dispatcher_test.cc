@@ -358,8 +358,15 @@ TEST_F(DispatcherTest, FallthroughFallbackSkipsAKeyForAllOperators) {
 }
 
 TEST_F(DispatcherTest, BadRegistrationsAreRejected) {
-  EXPECT_THROW(auto h = D().impl_fallthrough("test::bad", K::Undefined), Error);
-  EXPECT_THROW(auto h = D().fallback_fallthrough(K::Undefined), Error);
+  const std::string op_message =
+      message_of([] { auto h = D().impl_fallthrough("test::bad", K::Undefined); });
+  EXPECT_CONTAINS(op_message,
+                  "test::bad: expected a kernel for the Undefined key, but got a "
+                  "fallthrough");
+  const std::string fallback_message =
+      message_of([] { auto h = D().fallback_fallthrough(K::Undefined); });
+  EXPECT_CONTAINS(fallback_message,
+                  "fallback: expected a kernel for the Undefined key, but got a fallthrough");
   EXPECT_THROW(auto h = D().impl("test::bad", K::EndOfKeys, &log_cpu), Error);
   EXPECT_THROW(auto h = D().fallback(K::CPU, nullptr, "null"), Error);
   EXPECT_THROW(auto h = D().def("bad(Tensor self) -> Tensor"), Error);  // no namespace
