@@ -228,23 +228,48 @@ TEST(CopySemantics, RegisteredThroughTheDispatcher) {
   EXPECT_TRUE(copy_stub.has_kernel(DeviceType::CPU));
 }
 
+// Every copy_stub call that reaches the kernels below, in order: the kernel's device type and
+// the iterator's destination and source device types.
+struct StubCall {
+  DeviceType kernel, dst, src;
+  bool operator==(const StubCall&) const = default;
+};
+std::vector<StubCall> g_stub_calls;
+CopyStubFn g_sim_kernel = nullptr;
+CopyStubFn g_cpu_kernel = nullptr;
+
+void recording_sim_kernel(TensorIterator& iter, bool non_blocking) {
+  g_stub_calls.push_back({DeviceType::Sim, iter.device_type(0), iter.device_type(1)});
+  g_sim_kernel(iter, non_blocking);
+}
+void recording_cpu_kernel(TensorIterator& iter, bool non_blocking) {
+  g_stub_calls.push_back({DeviceType::CPU, iter.device_type(0), iter.device_type(1)});
+  g_cpu_kernel(iter, non_blocking);
+}
+
 TEST(CopySemantics, ANonCpuSideChoosesTheKernel) {
-  if (copy_stub.has_kernel(DeviceType::Sim)) GTEST_SKIP() << "sim has a copy kernel now";
-  float host[4] = {};
-  Tensor on_sim = from_blob(host, {4}, TensorOptions().device(Device("sim:0")));
-  Tensor on_cpu = zeros({4});
-  for (int direction = 0; direction < 2; ++direction) {
-    try {
-      if (direction == 0) {
-        on_cpu.copy_(on_sim);
-      } else {
-        on_sim.copy_(on_cpu);
-      }
-      FAIL() << "expected NotImplementedError";
-    } catch (const NotImplementedError& e) {
-      EXPECT_THAT(e.what(), HasSubstr("copy_stub: no kernel for device type sim"));
+  ASSERT_TRUE(copy_stub.has_kernel(DeviceType::Sim));
+  g_stub_calls.clear();
+  g_sim_kernel = copy_stub.replace_kernel(DeviceType::Sim, &recording_sim_kernel);
+  g_cpu_kernel = copy_stub.replace_kernel(DeviceType::CPU, &recording_cpu_kernel);
+  struct Restore {
+    ~Restore() {
+      copy_stub.replace_kernel(DeviceType::Sim, g_sim_kernel);
+      copy_stub.replace_kernel(DeviceType::CPU, g_cpu_kernel);
     }
-  }
+  } restore;
+  const Tensor host = arange(6, kFloat32).view({2, 3});
+  Tensor on_sim = empty({3, 2}, TensorOptions(kFloat32).device(Device("sim:0")));
+  on_sim.copy_(host.t());
+  // The first call is copy_'s own; whatever the sim kernel runs inside (staging) comes after.
+  ASSERT_FALSE(g_stub_calls.empty());
+  EXPECT_EQ(g_stub_calls.front(), (StubCall{DeviceType::Sim, DeviceType::Sim, DeviceType::CPU}));
+  g_stub_calls.clear();
+  Tensor on_cpu = zeros({3, 2});
+  on_cpu.copy_(on_sim);  // the cpu side is the destination now: still the sim kernel
+  ASSERT_FALSE(g_stub_calls.empty());
+  EXPECT_EQ(g_stub_calls.front(), (StubCall{DeviceType::Sim, DeviceType::CPU, DeviceType::Sim}));
+  EXPECT_THAT(values(on_cpu), ElementsAre(0, 3, 1, 4, 2, 5));
 }
 
 }  // namespace
