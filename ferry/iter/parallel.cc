@@ -2,8 +2,11 @@
 // variable between regions; the caller runs the first chunk itself.
 #include "ferry/iter/parallel.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -18,20 +21,42 @@ namespace {
 
 thread_local bool t_in_region = false;
 
-int default_num_threads() {
-  if (const char* env = std::getenv("FERRY_NUM_THREADS"); env != nullptr && *env != '\0') {
-    char* end = nullptr;
-    const long n = std::strtol(env, &end, 10);
-    FERRY_CHECK(end != env && *end == '\0' && n >= 1 && n <= 1024,
-                "FERRY_NUM_THREADS: expected an integer between 1 and 1024, but got \"", env, "\"");
-    return static_cast<int>(n);
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
+}  // namespace
+
+namespace detail {
+
+int num_threads_from_env(const char* value) {
+  if (value == nullptr || *value == '\0') return available_cores();
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(value, &end, 10);
+  FERRY_CHECK(end != value && *end == '\0' && errno == 0 && n >= 1 && n <= kMaxThreads,
+              "FERRY_NUM_THREADS: expected an integer between 1 and ", kMaxThreads, ", but got \"",
+              value, "\"");
+  return static_cast<int>(n);
 }
+
+int available_cores() {
+  // The CPUs this process may run on (taskset, cpusets), which can be fewer than the machine's.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return std::min(n, kMaxThreads);
+  }
+  return static_cast<int>(
+      std::clamp(std::thread::hardware_concurrency(), 1u, static_cast<unsigned>(kMaxThreads)));
+}
+
+}  // namespace detail
+
+namespace {
 
 class ThreadPool {
  public:
-  ThreadPool() : num_threads_(default_num_threads()) {}
+  // Throws when FERRY_NUM_THREADS is malformed; the function-local static holding the pool is
+  // then left unconstructed, so every later use raises the same error.
+  ThreadPool() : num_threads_(detail::num_threads_from_env(std::getenv("FERRY_NUM_THREADS"))) {}
   ~ThreadPool() { stop_workers(); }
 
   int num_threads() const { return num_threads_.load(std::memory_order_relaxed); }

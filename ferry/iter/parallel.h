@@ -11,8 +11,10 @@
 
 namespace ferry {
 
-// Threads used by parallel regions, the caller included. Default: FERRY_NUM_THREADS if set,
-// else the number of cores.
+// Threads used by parallel regions, the caller included. Default, read when the pool is first
+// used: FERRY_NUM_THREADS if set and not empty, else the number of cores this process may run on
+// (its CPU affinity). A FERRY_NUM_THREADS that is not an integer in [1, 1024] is not ignored:
+// every call that needs the pool (this one included) raises ferry::Error quoting the value.
 int get_num_threads();
 // Sets the number of threads (>= 1); raises ferry::Error otherwise.
 void set_num_threads(int n);
@@ -25,5 +27,17 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain_size,
 
 // How many chunks parallel_for would use for this range right now (1 means inline).
 int parallel_chunks(int64_t range, int64_t grain_size);
+
+namespace detail {
+
+inline constexpr int kMaxThreads = 1024;
+
+// The default thread count for a FERRY_NUM_THREADS value (null or empty: unset), computed
+// afresh on each call: the pool's rule, exposed so that tests need not restart the process.
+int num_threads_from_env(const char* value);
+// CPUs in this process's affinity mask (at least 1, at most kMaxThreads).
+int available_cores();
+
+}  // namespace detail
 
 }  // namespace ferry

@@ -1,11 +1,17 @@
 // `ferry explain` end to end: the tool (FERRY_TOOL, set by ctest) prints the route, the byte
-// strides at each stage and the kernel for a few copies; bad options fail with a message.
+// strides at each stage, the kernel (with its tiling) and the threads for a few copies; bad
+// options and sizes that overflow fail with a message.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include "ferry/backends/cpu/copy_kernel.h"
+#include "ferry/backends/cpu/copy_plan.h"
+#include "ferry/ferry.h"
+#include "ferry/iter/parallel.h"
 
 namespace {
 
@@ -78,6 +84,58 @@ TEST_F(Explain, DeviceCopiesPrintPlanStreamsAndSynchronization) {
   out = explain("--shape 4 --dst-device sim:9", &status);
   EXPECT_NE(status, 0);
   EXPECT_THAT(out, HasSubstr("sim:9"));
+}
+
+// What plan_copy picks, in this process, for dst = empty(sizes of src, dst_type) and src =
+// empty(shape).permute(perm) of src_type with `threads` threads: the line explain must print.
+std::string planned(ferry::IntArrayRef shape, ferry::IntArrayRef perm, ferry::ScalarType src_type,
+                    ferry::ScalarType dst_type, int threads) {
+  const int saved = ferry::get_num_threads();
+  ferry::set_num_threads(threads);
+  const ferry::Tensor src = ferry::empty(shape, src_type).permute(perm);
+  const ferry::Tensor dst = ferry::empty(src.sizes(), dst_type);
+  const ferry::TensorIterator iter = ferry::TensorIteratorConfig()
+                                         .add_output(dst)
+                                         .add_input(src)
+                                         .check_all_same_dtype(false)
+                                         .build();
+  const ferry::cpu::CopyPlan plan = ferry::cpu::plan_copy(ferry::cpu::copy_problem_from(iter));
+  ferry::set_num_threads(saved);
+  EXPECT_EQ(plan.kind, ferry::cpu::CopyKernelKind::Transpose);
+  return plan.describe();
+}
+
+TEST_F(Explain, TransposeKernelPrintsTilingAndThreads) {
+  // 64 x 48 floats: both sides reach kMinTransposeSide (copy_tuning.h), so the tile transpose.
+  int status = 0;
+  std::string out = explain("--shape 64,48 --permute 1,0 --threads 1", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("coalesced              [64, 48]                 [4, 256]"));
+  EXPECT_THAT(out, HasSubstr("kernel: Transpose (src fast dim 1, block "));
+  EXPECT_THAT(
+      out, HasSubstr("kernel: " + planned({64, 48}, {1, 0}, ferry::kFloat32, ferry::kFloat32, 1) +
+                     "\n"));
+  EXPECT_THAT(out, HasSubstr("threads: 1 of 1 (get_num_threads)"));
+  // 1024 x 1024 float -> bfloat16: the conversion folds into the tiles; large enough for two
+  // threads.
+  out = explain("--shape 1024,1024 --permute 1,0 --dst-dtype bf16 --threads 2", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("conversion: float32 -> bfloat16"));
+  EXPECT_THAT(out, HasSubstr("kernel: Transpose (src fast dim 1, block "));
+  EXPECT_THAT(
+      out, HasSubstr("kernel: " +
+                     planned({1024, 1024}, {1, 0}, ferry::kFloat32, ferry::kBFloat16, 2) + "\n"));
+  EXPECT_THAT(out, HasSubstr(", 2 threads, "));
+  EXPECT_THAT(out, HasSubstr("threads: 2 of 2 (get_num_threads)"));
+}
+
+TEST_F(Explain, SizesThatOverflowAreRefused) {
+  int status = 0;
+  // 2^62 float32 elements: 2^64 bytes, which used to wrap to an empty storage.
+  const std::string out = explain("--shape 4611686018427387904", &status);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("storage size calculation overflowed"));
+  EXPECT_THAT(out, HasSubstr("[4611686018427387904]"));
 }
 
 TEST_F(Explain, BadOptionsSaySo) {

@@ -1,0 +1,116 @@
+// The default thread count: FERRY_NUM_THREADS (valid values, malformed ones and their error),
+// else the CPUs this process may run on. The rule is checked in process through its seam
+// (detail::num_threads_from_env), and end to end in fresh processes of the ferry tool
+// (FERRY_TOOL, set by ctest), whose pool reads the variable when first used.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "ferry/core/error.h"
+#include "ferry/iter/parallel.h"
+#include "tests/support/errors.h"
+
+namespace ferry {
+namespace {
+
+using testing::error_of;
+using ::testing::HasSubstr;
+
+int affinity_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  EXPECT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  return CPU_COUNT(&set);
+}
+
+// One CPU this process may run on (not necessarily CPU 0 in a container).
+int some_allowed_cpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  EXPECT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) return cpu;
+  }
+  return 0;
+}
+
+TEST(NumThreadsFromEnv, ValidValues) {
+  EXPECT_EQ(detail::num_threads_from_env("1"), 1);
+  EXPECT_EQ(detail::num_threads_from_env("3"), 3);
+  EXPECT_EQ(detail::num_threads_from_env("1024"), 1024);
+}
+
+TEST(NumThreadsFromEnv, UnsetOrEmptyMeansTheAvailableCores) {
+  EXPECT_EQ(detail::available_cores(), affinity_cpus());
+  EXPECT_EQ(detail::num_threads_from_env(nullptr), affinity_cpus());
+  EXPECT_EQ(detail::num_threads_from_env(""), affinity_cpus());
+}
+
+TEST(NumThreadsFromEnv, MalformedValuesRaiseQuotingThem) {
+  for (const char* bad : {"0", "-2", "1025", "abc", "3x", "2.5", "99999999999999999999"}) {
+    const std::string message = error_of([&] { detail::num_threads_from_env(bad); });
+    EXPECT_THAT(message, HasSubstr("FERRY_NUM_THREADS: expected an integer between 1 and 1024, "
+                                   "but got \"" +
+                                   std::string(bad) + "\""));
+  }
+}
+
+// Runs the tool with `env` prepended (e.g. "FERRY_NUM_THREADS=3"); stdout and stderr.
+std::string run_tool(const std::string& env, const std::string& args, int* status) {
+  const std::string command = env + " " + std::getenv("FERRY_TOOL") + " explain " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (pipe != nullptr && std::fgets(buf, sizeof(buf), pipe) != nullptr) out += buf;
+  const int rc = pipe != nullptr ? pclose(pipe) : -1;
+  *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return out;
+}
+
+class NumThreadsInANewProcess : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::getenv("FERRY_TOOL") == nullptr) GTEST_SKIP() << "FERRY_TOOL is not set (run ctest)";
+  }
+};
+
+// A 4 MiB copy: enough work for several threads, so the plan uses all of them.
+constexpr const char* kBigCopy = "--shape 1024,1024 --permute 1,0";
+
+TEST_F(NumThreadsInANewProcess, TheVariableSetsThePool) {
+  int status = 0;
+  const std::string out = run_tool("FERRY_NUM_THREADS=3", kBigCopy, &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("threads: 3 of 3 (get_num_threads)"));
+}
+
+TEST_F(NumThreadsInANewProcess, DefaultIsTheCoresTheProcessMayUse) {
+  int status = 0;
+  std::string out = run_tool("env -u FERRY_NUM_THREADS", kBigCopy, &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("of " + std::to_string(affinity_cpus()) + " (get_num_threads)"));
+  // Limited to one CPU, the default follows.
+  out = run_tool("env -u FERRY_NUM_THREADS taskset -c " + std::to_string(some_allowed_cpu()),
+                 kBigCopy, &status);  // taskset: util-linux, always installed
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("threads: 1 of 1 (get_num_threads)"));
+  // An empty value counts as unset.
+  out = run_tool("FERRY_NUM_THREADS=", kBigCopy, &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("of " + std::to_string(affinity_cpus()) + " (get_num_threads)"));
+}
+
+TEST_F(NumThreadsInANewProcess, AMalformedValueFailsWithAClearError) {
+  int status = 0;
+  const std::string out = run_tool("FERRY_NUM_THREADS=lots", kBigCopy, &status);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("FERRY_NUM_THREADS: expected an integer between 1 and 1024, but got "
+                             "\"lots\""));
+}
+
+}  // namespace
+}  // namespace ferry
