@@ -1,4 +1,6 @@
-// ferry's umbrella header: the whole public API.
+// ferry's umbrella header: the whole public API in one include (tensors and their views,
+// factories, copy_/to and the device copy policy, devices and streams, memory, the dispatcher).
+// It declares nothing itself; the CPU kernels' internals (ferry/backends/cpu) are not public.
 #pragma once
 
 #include "ferry/backends/sim/sim.h"

@@ -21,7 +21,8 @@ Tensor empty(IntArrayRef sizes, TensorOptions options = {});
 Tensor empty_strided(IntArrayRef sizes, IntArrayRef strides, TensorOptions options = {});
 // Same sizes as `like`, and its dtype and device unless `options` says otherwise. The layout
 // follows `format`; Preserve (the default) keeps `like`'s strides when it is non-overlapping
-// and dense, else uses the layout its strides suggest.
+// and dense, else makes dense strides that order the dimensions in memory as `like`'s strides
+// do (infer_dense_strides, as PyTorch): a sliced transpose gets a dense transposed layout.
 Tensor empty_like(const Tensor& like, TensorOptions options = {},
                   std::optional<MemoryFormat> format = std::nullopt);
 
