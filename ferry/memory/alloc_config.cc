@@ -1,5 +1,6 @@
-// FERRY_ALLOC_CONF parsing, and the settings in effect. The hot path reads them through relaxed
-// atomics; the environment is read on first use, unless a program has set its own settings first.
+// FERRY_ALLOC_CONF parsing, and the settings in effect. The hot path reads them without a lock,
+// through a sequence lock that hands out each update whole; the environment is read on first use,
+// unless a program has set its own settings first.
 #include "ferry/memory/alloc_config.h"
 
 #include <atomic>
@@ -46,24 +47,36 @@ double parse_gc_threshold(std::string_view value) {
   return v;
 }
 
-// The settings in effect, as atomics so that allocations read them without a lock.
+// The settings in effect. Allocations read them on every call, so without a lock: a sequence
+// lock, which never shows a reader one field of an update and the other of the one before. The
+// fields are atomics (no data race for the sanitizer to see) with sequentially consistent order,
+// which keeps the protocol obviously right and costs plain loads on x86; only writers pay.
 struct Live {
+  std::atomic<uint64_t> sequence{0};  // odd while a writer is between its two increments
   std::atomic<size_t> max_split_size{SIZE_MAX};
   std::atomic<double> gc_threshold{0.0};
   // Set once FERRY_ALLOC_CONF has been applied, or a program has chosen its own settings (which
   // then win over the environment).
   std::atomic<bool> settled{false};
-  std::mutex write_mutex;  // serializes writers so that the values are replaced together
+  std::mutex write_mutex;  // one writer at a time, as the sequence lock requires
 
   AllocConfig load() const {
-    AllocConfig c;
-    c.max_split_size = max_split_size.load(std::memory_order_relaxed);
-    c.garbage_collection_threshold = gc_threshold.load(std::memory_order_relaxed);
-    return c;
+    for (;;) {
+      const uint64_t before = sequence.load();
+      AllocConfig c;
+      c.max_split_size = max_split_size.load();
+      c.garbage_collection_threshold = gc_threshold.load();
+      // An odd or changed sequence means a writer was at work: the pair may be torn.
+      if ((before & 1) == 0 && sequence.load() == before) return c;
+    }
   }
+  // Callers hold write_mutex.
   void store(const AllocConfig& c) {
-    max_split_size.store(c.max_split_size, std::memory_order_relaxed);
-    gc_threshold.store(c.garbage_collection_threshold, std::memory_order_relaxed);
+    const uint64_t s = sequence.load();
+    sequence.store(s + 1);
+    max_split_size.store(c.max_split_size);
+    gc_threshold.store(c.garbage_collection_threshold);
+    sequence.store(s + 2);
   }
 };
 

@@ -1,7 +1,8 @@
 // FERRY_ALLOC_CONF: the caching device allocator's settings, e.g.
 // "max_split_size_mb:128,garbage_collection_threshold:0.8". Read from the environment once, at the
 // allocator's first use; set_alloc_conf replaces them at run time (tests, tools).
-// Invariant: the settings in effect are always valid; a bad string raises and changes nothing.
+// Invariants: the settings in effect are always valid; a bad string raises and changes nothing;
+// a reader sees each update whole, never one field of it with another of the one before.
 #pragma once
 
 #include <cstddef>

@@ -2,9 +2,13 @@
 // and reading the environment once (in a fresh process, through a death test).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "ferry/core/error.h"
 #include "ferry/memory/alloc_config.h"
@@ -77,6 +81,48 @@ TEST(AllocConfigTest, SetterReplacesTheSettingsOrNothing) {
   EXPECT_THROW(memory::set_alloc_config(bad), Error);
   memory::set_alloc_config(original);
   EXPECT_EQ(memory::alloc_config(), original);
+}
+
+TEST(AllocConfigTest, ReadersNeverSeeHalfAnUpdate) {
+  const AllocConfig original = memory::alloc_config();
+  AllocConfig a;
+  a.max_split_size = 40 * kMiB;
+  a.garbage_collection_threshold = 0.5;
+  AllocConfig b;
+  b.max_split_size = 300 * kMiB;
+  b.garbage_collection_threshold = 0.9;
+  memory::set_alloc_config(a);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> torn{0}, reads{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        const AllocConfig c = memory::alloc_config();
+        if (!(c == a) && !(c == b)) ++torn;
+        ++reads;
+      }
+    });
+  }
+  // Updates start once both readers run, and go on for a while (a torn read needs a reader
+  // between its two loads exactly while a writer is between its two stores: rare per update).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (reads.load() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  const int64_t reads_before = reads.load();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  for (int i = 0;
+       std::chrono::steady_clock::now() < until ||
+       (reads.load() - reads_before < 100000 && std::chrono::steady_clock::now() < deadline);
+       ++i) {
+    memory::set_alloc_config(i % 2 == 0 ? b : a);
+  }
+  const int64_t reads_during = reads.load() - reads_before;
+  stop = true;
+  for (auto& t : readers) t.join();
+  memory::set_alloc_config(original);
+  EXPECT_GE(reads_during, 100000) << "too few reads overlapped the updates";
+  EXPECT_EQ(torn.load(), 0) << "readers saw one field of an update and the other of another, in "
+                            << torn.load() << " of " << reads.load() << " reads";
 }
 
 // Runs in a fresh process (the "threadsafe" death-test style re-executes the binary), where the
