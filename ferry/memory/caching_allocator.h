@@ -28,16 +28,17 @@ inline constexpr size_t kRoundLarge = size_t{2} << 20;
 // - A block belongs to the stream it was allocated on. After deallocate it is reused only by
 //   allocations on that same stream, with no host synchronization: the stream's own order makes
 //   the reuse safe.
-// - record_stream(ptr, alloc, s) for another stream s adds s to the block's uses. At deallocate, an
-// event
-//   is recorded on each such stream, and the block goes back to its pool only when all of them
-//   have completed (polled on later allocations; waited on by empty_cache and before an
-//   out-of-memory error). deallocate on a stream other than the allocation's counts as a
-//   record_stream of it.
+// - record_stream(ptr, alloc, s) for another stream s adds s to the block's uses. At deallocate,
+//   an event is recorded on each such stream, and the block goes back to its pool only when all
+//   of them have completed (polled on later allocations; waited on by empty_cache and before an
+//   out-of-memory error). If an event cannot be recorded, the block waits for that whole stream
+//   instead (idle when polled, or synchronized); deallocate still succeeds. deallocate on a
+//   stream other than the allocation's counts as a record_stream of it.
 // - An allocation that misses the cache calls the backend. If that fails, the allocator releases
 //   cached segments that are entirely free, retries, then waits for pending events, releases
-//   again and retries, and finally raises OutOfMemoryError. Stats are the same after it as
-//   before it, apart from the released cache and the retry/OOM counters.
+//   again and retries, then waits for segments other threads are still returning to the backend
+//   and retries, and only then raises OutOfMemoryError. Stats are the same after it as before
+//   it, apart from the released cache and the retry/wait/OOM counters.
 // - Cached allocate/free make no backend or system call (beyond polling pending events); blocking
 //   backend calls (free, event synchronize) are never made while holding a device's lock.
 // Thread-safe: one mutex per device.

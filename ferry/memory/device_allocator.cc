@@ -1,7 +1,8 @@
 // One device's caching allocator: allocation (best fit on the stream, split), free (merge),
-// record_stream events, segments from the backend with retries and garbage collection, the
-// out-of-memory error, empty_cache and the memory fraction. Snapshots and invariant checks are in
-// device_allocator_debug.cc, shared regions in shared_region.cc.
+// segments from the backend with retries and garbage collection, the out-of-memory error,
+// empty_cache and the memory fraction. record_stream's events are in device_allocator_events.cc,
+// snapshots and invariant checks in device_allocator_debug.cc, shared regions in
+// shared_region.cc.
 #include "ferry/memory/device_allocator.h"
 
 #include <algorithm>
@@ -33,16 +34,18 @@ size_t segment_size(size_t size) {
 
 bool should_split(const Block& block, size_t size, size_t max_split) {
   const size_t remaining = block.size - size;
+  // Sub-regions split like the small pool, whatever the request size (as PipeSwitch, whose
+  // kSmallSize of 1 byte makes its large pool split any remainder). A sub-region is a fixed
+  // budget that never grows: the large pool's rule would strand up to 1 MiB behind every block,
+  // and a model's thousands of parameters would run the region dry. Its reason (not cutting
+  // backend segments into slivers) does not apply, as a sub-region makes no backend calls.
   if (block.pool->is_small || block.pool->sub_region != nullptr) return remaining >= kMinBlockSize;
   return size < max_split && remaining > kSmallSize;
 }
 
 }  // namespace
 
-DeviceAllocator::DeviceAllocator(Device device)
-    : device_(device), backend_(get_backend(device.type())) {
-  small_.is_small = true;
-}
+DeviceAllocator::DeviceAllocator(Device device) : device_(device) { small_.is_small = true; }
 
 // ---- allocation ------------------------------------------------------------------------------
 
@@ -118,8 +121,24 @@ Block* DeviceAllocator::allocate_from_backend(Lock& lock, BlockPool& pool, const
     if (Block* b = find_free_block(pool, id, size, max_split)) return b;
     if (Block* b = new_segment(pool, id, bytes, max_split)) return b;
   }
+  if (Block* b = retry_after_releases(lock, pool, id, size, bytes, max_split)) return b;
   ++stats_.num_ooms;
   FERRY_FAIL_AS(OutOfMemoryError, oom_message(requested, stream));
+}
+
+Block* DeviceAllocator::retry_after_releases(Lock& lock, BlockPool& pool, StreamId stream,
+                                             size_t size, size_t segment_bytes, size_t max_split) {
+  // Another thread's release_segments has taken segments off the books and is freeing them with
+  // the lock released (the backend's free waits for queued work): the backend's refusal may only
+  // mean that their bytes are not back yet. Each release finishes in bounded time, so this ends.
+  while (releases_in_flight_ > 0) {
+    ++stats_.num_release_waits;
+    const uint64_t generation = release_generation_;
+    released_.wait(lock, [&] { return release_generation_ != generation; });
+    if (Block* b = find_free_block(pool, stream, size, max_split)) return b;
+    if (Block* b = new_segment(pool, stream, segment_bytes, max_split)) return b;
+  }
+  return nullptr;
 }
 
 Block* DeviceAllocator::new_segment(BlockPool& pool, StreamId stream, size_t size,
@@ -128,7 +147,7 @@ Block* DeviceAllocator::new_segment(BlockPool& pool, StreamId stream, size_t siz
   if (fraction_.has_value() && reserved + size > allowed_) return nullptr;
   void* ptr = nullptr;
   try {
-    ptr = backend_.malloc(device_.index(), size);
+    ptr = backend().malloc(device_.index(), size);
   } catch (const OutOfMemoryError&) {
     return nullptr;
   }
@@ -247,68 +266,6 @@ void DeviceAllocator::record_stream(void* ptr, const Stream& stream) {
   }
 }
 
-// ---- events ----------------------------------------------------------------------------------
-
-void DeviceAllocator::insert_events(Block* block) {
-  block->state = BlockState::kAwaitingEvents;
-  std::vector<Stream> uses;
-  uses.swap(block->uses);
-  // If recording fails part way, the block keeps the events recorded so far; with none it stays
-  // out of the pools for good, which leaks it but never hands out memory still in use.
-  for (const Stream& s : uses) {
-    RawStream raw = s.raw();
-    RawEvent event = acquire_event(s.device());
-    try {
-      backend_.event_record(s.device_index(), event, raw);
-    } catch (...) {
-      release_event(s.device(), event);
-      throw;
-    }
-    auto q = std::find_if(pending_.begin(), pending_.end(),
-                          [&](const PendingQueue& p) { return p.stream == s; });
-    if (q == pending_.end()) q = pending_.insert(pending_.end(), PendingQueue{s, {}});
-    q->events.push_back(PendingEvent{event, block});
-    ++block->event_count;
-    ++pending_count_;
-  }
-}
-
-void DeviceAllocator::process_events() {
-  // Events of one stream complete in the order they were recorded: stop at the first busy one.
-  for (auto q = pending_.begin(); q != pending_.end();) {
-    while (!q->events.empty()) {
-      const PendingEvent pe = q->events.front();
-      if (!backend_.event_query(q->stream.device_index(), pe.event)) break;
-      q->events.pop_front();
-      --pending_count_;
-      release_event(q->stream.device(), pe.event);
-      if (--pe.block->event_count == 0) free_block(pe.block);
-    }
-    q = q->events.empty() ? pending_.erase(q) : q + 1;
-  }
-}
-
-void DeviceAllocator::synchronize_pending_events(Lock& lock) {
-  std::vector<std::pair<Device, RawEvent>> events;
-  events.reserve(pending_count_);
-  for (const PendingQueue& q : pending_) {
-    for (const PendingEvent& pe : q.events) events.emplace_back(q.stream.device(), pe.event);
-  }
-  lock.unlock();
-  // An event completed meanwhile may be re-recorded by another thread; waiting on it is harmless.
-  std::exception_ptr error;
-  for (const auto& [device, event] : events) {
-    try {
-      backend_.event_synchronize(device.index(), event);
-    } catch (...) {
-      if (!error) error = std::current_exception();
-    }
-  }
-  lock.lock();
-  process_events();
-  if (error) std::rethrow_exception(error);
-}
-
 // ---- releasing segments ----------------------------------------------------------------------
 
 std::vector<char*> DeviceAllocator::free_segments() const {
@@ -335,17 +292,23 @@ void DeviceAllocator::release_segments(Lock& lock, const std::vector<char*>& bas
     ++stats_.num_device_free;
     segments_.erase(it);
   }
-  // The backend's free waits for queued work; never hold the lock while it does.
+  // The backend's free waits for queued work; never hold the lock while it does. Meanwhile the
+  // bytes are in neither place: a thread whose backend allocation fails waits for us
+  // (retry_after_releases) rather than report a false out-of-memory.
+  ++releases_in_flight_;
   lock.unlock();
   std::exception_ptr error;
   for (char* base : bases) {
     try {
-      backend_.free(device_.index(), base);
+      backend().free(device_.index(), base);
     } catch (...) {
       if (!error) error = std::current_exception();
     }
   }
   lock.lock();
+  --releases_in_flight_;
+  ++release_generation_;
+  released_.notify_all();
   if (error) std::rethrow_exception(error);
 }
 
@@ -373,7 +336,7 @@ bool DeviceAllocator::collect_garbage(Lock& lock, size_t segment_bytes, double t
 
 size_t DeviceAllocator::total_memory() const {
   // Not cached: the sim's memory size can be reconfigured, and this runs only on cache misses.
-  return backend_.memory_info(device_.index()).total;
+  return backend().memory_info(device_.index()).total;
 }
 
 size_t DeviceAllocator::largest_free_block() const {
@@ -398,7 +361,7 @@ std::string DeviceAllocator::oom_message(size_t requested, const Stream& stream)
   }
   MemoryInfo info;
   try {
-    info = backend_.memory_info(device_.index());
+    info = backend().memory_info(device_.index());
   } catch (const std::exception&) {
     // Reported as zeros: the message matters more than the numbers.
   }
@@ -459,8 +422,9 @@ void DeviceAllocator::reset_accumulated_stats() {
                   &stats_.shared_bytes, &stats_.oversize_allocations, &stats_.oversize_segments}) {
     s->reset_accumulated();
   }
-  stats_.num_alloc_retries = stats_.num_ooms = 0;
+  stats_.num_alloc_retries = stats_.num_ooms = stats_.num_release_waits = 0;
   stats_.num_device_alloc = stats_.num_device_free = stats_.num_gc_frees = 0;
+  stats_.num_event_record_failures = 0;
 }
 
 void DeviceAllocator::empty_cache() {
@@ -539,7 +503,7 @@ RawEvent acquire_event(Device device) {
       return e;
     }
   }
-  return get_backend(device.type()).event_create(device.index(), /*enable_timing=*/false);
+  return memory_backend(device.type()).event_create(device.index(), /*enable_timing=*/false);
 }
 
 void release_event(Device device, RawEvent event) {

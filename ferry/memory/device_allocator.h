@@ -3,10 +3,12 @@
 // The contract is CachingAllocator's (caching_allocator.h). Invariants (check_invariants):
 // each segment is tiled exactly by a doubly linked list of blocks in address order; a block is
 // in exactly one state; free blocks are in their pool and never next to another free block;
-// allocated blocks are in `allocated_`; blocks awaiting events have event_count > 0.
+// allocated blocks are in `allocated_`; blocks awaiting events have event_count > 0 (one per
+// pending entry, with or without an event).
 #pragma once
 
 #include <array>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -31,6 +33,15 @@ namespace ferry::memory::detail {
 struct BlockPool;
 struct SubRegion;
 
+// The backend the memory layer (caching and pinned allocators, the event pool) uses for `type`:
+// the registered one, unless a test has put a wrapper in its place.
+Backend& memory_backend(DeviceType type);
+// Test seam: makes the memory layer call `backend` for `type` (nullptr: the registered backend
+// again); returns the previous override. `backend` must forward to the registered backend, as
+// handles (memory, streams, events) pass between the two, and must outlive its use. Swap it only
+// while no allocation call is running.
+Backend* set_memory_backend_override(DeviceType type, Backend* backend);
+
 struct Block {
   char* ptr = nullptr;
   size_t size = 0;
@@ -41,7 +52,7 @@ struct Block {
   Block* next = nullptr;
   BlockState state = BlockState::kFree;
   bool oversize = false;     // counted in Stats::oversize_allocations while allocated
-  int event_count = 0;       // pending events while kAwaitingEvents
+  int event_count = 0;       // pending entries (PendingEvent) while kAwaitingEvents
   uint64_t free_tick = 0;    // when it last became free (least recently used first, for gc)
   std::vector<Stream> uses;  // record_stream'ed streams other than `stream`, while allocated
 };
@@ -132,9 +143,14 @@ class DeviceAllocator {
 
  private:
   using Lock = std::unique_lock<std::mutex>;
+  // What a freed block waits for on one recorded stream. `event` is null when recording it
+  // failed: the block then waits until the stream is seen idle (stream_query) or synchronized,
+  // which is later than needed but never too early.
   struct PendingEvent {
     RawEvent event;
     Block* block;
+    uint64_t serial;      // from next_serial_: entries made before a synchronization have lower
+    bool synced = false;  // set once a synchronization covered it; no need to poll any more
   };
   struct PendingQueue {
     Stream stream;
@@ -147,9 +163,16 @@ class DeviceAllocator {
   Block* new_segment(BlockPool& pool, StreamId stream, size_t size, size_t max_split);
   Block* hand_out(Block* block, size_t size, size_t requested, size_t max_split);
   void free_block(Block* block);
+  // Events on each stream recorded for `block` (device_allocator_events.cc).
   void insert_events(Block* block);
   void process_events();
+  // Waits, with the lock released, until every entry pending when called is complete; raises the
+  // first backend error after marking what did complete.
   void synchronize_pending_events(Lock& lock);
+  // Before an out-of-memory error: waits for segments that other threads are returning to the
+  // backend and retries. nullptr when none were in flight or nothing fitted after them.
+  Block* retry_after_releases(Lock& lock, BlockPool& pool, StreamId stream, size_t size,
+                              size_t segment_bytes, size_t max_split);
   // Entirely free backend segments (one free block, no neighbours).
   std::vector<char*> free_segments() const;
   // Unlinks the segments at `bases` under the lock, then frees them with the lock released.
@@ -163,8 +186,10 @@ class DeviceAllocator {
   }
   Region* find_region(const std::string& name) const;
 
+  // Through the memory layer's override (tests wrap the backend to count or fail calls).
+  Backend& backend() const { return memory_backend(device_.type()); }
+
   const Device device_;
-  Backend& backend_;
   mutable std::mutex mutex_;
   BlockPool small_;
   BlockPool large_;
@@ -172,6 +197,12 @@ class DeviceAllocator {
   std::unordered_map<void*, Block*> allocated_;
   std::vector<PendingQueue> pending_;  // one queue per recorded stream, in record order
   size_t pending_count_ = 0;
+  uint64_t next_serial_ = 0;
+  // Segments taken off the books whose backend free has not returned yet: their bytes are
+  // neither reserved nor back in the backend. Waited for (released_) before an OOM is raised.
+  int releases_in_flight_ = 0;
+  uint64_t release_generation_ = 0;  // bumped each time a release_segments call finishes
+  std::condition_variable released_;
   std::vector<std::unique_ptr<Region>> regions_;
   std::array<SubRegion*, kStreamPoolSize + 1> stream_sub_{};
   Stats stats_;

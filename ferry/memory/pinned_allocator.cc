@@ -1,6 +1,7 @@
 // The caching pinned host allocator: free lists per power-of-two size class, events recorded at
 // free for the streams a block was used on, polled on later allocations. Backend calls that may
-// block (malloc_host, free_host) run without the lock held.
+// block (malloc_host, free_host) run without the lock held; looking a block up and recording a
+// stream on it happen under one lock hold, so a block cannot be freed or deleted in between.
 #include "ferry/memory/pinned_allocator.h"
 
 #include <algorithm>
@@ -31,7 +32,7 @@ struct PinnedBlock {
   size_t requested = 0;
   DeviceType backend = DeviceType::Sim;
   bool allocated = false;
-  int event_count = 0;
+  int event_count = 0;          // pending entries while freed
   std::vector<Stream> streams;  // recorded while allocated
 };
 
@@ -81,17 +82,18 @@ class PinnedAllocator final : public Allocator {
     block->requested = 0;
     std::vector<Stream> streams;
     streams.swap(block->streams);
-    // A failure part way keeps the events already recorded; with none the block is never
-    // reused (leaked rather than handed out while a copy may still use it).
     for (const Stream& s : streams) {
-      RawStream raw = s.raw();
-      RawEvent event = detail::acquire_event(s.device());
+      RawEvent event = nullptr;
       try {
-        get_backend(s.device_type()).event_record(s.device_index(), event, raw);
+        event = detail::acquire_event(s.device());
+        detail::memory_backend(s.device_type()).event_record(s.device_index(), event, s.raw());
       } catch (...) {
-        detail::release_event(s.device(), event);
-        if (block->event_count == 0) block->event_count = -1;  // never reused
-        throw;
+        // Not raised (this runs in a deleter): every stream stays covered, this one by waiting
+        // for it to be idle instead of for an event. Giving up on the stream would let the
+        // block be reused under a copy still running on it.
+        if (event != nullptr) detail::release_event(s.device(), event);
+        event = nullptr;
+        ++stats_.num_event_record_failures;
       }
       pending_.push_back(Pending{s, event, block});
       ++block->event_count;
@@ -100,21 +102,23 @@ class PinnedAllocator final : public Allocator {
     if (block->event_count == 0) free_[class_of(block->size)].push_back(block);
   }
 
-  bool record(PinnedBlock* block, const Stream& stream) {
-    if (stream.is_cpu()) return true;
+  // The storage keeps `block` allocated while the caller holds it.
+  void record(PinnedBlock* block, const Stream& stream) {
+    if (stream.is_cpu()) return;
     std::lock_guard<std::mutex> lock(mutex_);
     FERRY_CHECK(block->allocated, "pinned_record_event: expected a live pinned block, but ",
                 block->ptr, " is free");
-    if (std::find(block->streams.begin(), block->streams.end(), stream) == block->streams.end()) {
-      block->streams.push_back(stream);
-    }
-    return true;
+    add_stream(block, stream);
   }
 
-  PinnedBlock* find_live(const void* ptr) {
+  // By address: the lookup and the record under one lock, or the block could be freed (and
+  // deleted by empty_cache, or handed to another tensor) between them.
+  bool record(const void* ptr, const Stream& stream) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = blocks_.find(ptr);
-    return it != blocks_.end() && it->second->allocated ? it->second : nullptr;
+    if (it == blocks_.end() || !it->second->allocated) return false;
+    if (!stream.is_cpu()) add_stream(it->second, stream);
+    return true;
   }
 
   PinnedStats stats() {
@@ -149,7 +153,7 @@ class PinnedAllocator final : public Allocator {
     std::exception_ptr error;
     for (PinnedBlock* b : victims) {
       try {
-        get_backend(b->backend).free_host(b->ptr);
+        detail::memory_backend(b->backend).free_host(b->ptr);
       } catch (...) {
         if (!error) error = std::current_exception();
       }
@@ -159,21 +163,28 @@ class PinnedAllocator final : public Allocator {
   }
 
  private:
+  // `event` is null when recording it failed: the block then waits until the stream is idle.
   struct Pending {
     Stream stream;
     RawEvent event;
     PinnedBlock* block;
   };
 
+  static void add_stream(PinnedBlock* block, const Stream& stream) {
+    if (std::find(block->streams.begin(), block->streams.end(), stream) == block->streams.end()) {
+      block->streams.push_back(stream);
+    }
+  }
+
   // Outside the lock: page-locking memory is slow.
   PinnedBlock* new_block(size_t size) {
     const DeviceType type = backend_type();
     void* ptr = nullptr;
     try {
-      ptr = get_backend(type).malloc_host(size);
+      ptr = detail::memory_backend(type).malloc_host(size);
     } catch (const OutOfMemoryError&) {
       empty_cache();
-      ptr = get_backend(type).malloc_host(size);
+      ptr = detail::memory_backend(type).malloc_host(size);
     }
     FERRY_CHECK_AS(DeviceError, ptr != nullptr, "pinned host allocator: malloc_host(", size,
                    ") returned null");
@@ -205,10 +216,12 @@ class PinnedAllocator final : public Allocator {
 
   void process_events() {
     std::erase_if(pending_, [this](const Pending& p) {
-      if (!get_backend(p.stream.device_type()).event_query(p.stream.device_index(), p.event)) {
-        return false;
-      }
-      detail::release_event(p.stream.device(), p.event);
+      Backend& backend = detail::memory_backend(p.stream.device_type());
+      const int index = p.stream.device_index();
+      const bool done = p.event != nullptr ? backend.event_query(index, p.event)
+                                           : backend.stream_query(index, p.stream.raw());
+      if (!done) return false;
+      if (p.event != nullptr) detail::release_event(p.stream.device(), p.event);
       --stats_.pending_events;
       if (--p.block->event_count == 0) free_[class_of(p.block->size)].push_back(p.block);
       return true;
@@ -257,13 +270,12 @@ bool pinned_record_event(const Storage& host_storage, const Stream& stream) {
   if (!host_storage.defined() || host_storage.data_ptr().deleter() != &release_pinned) {
     return false;
   }
-  return instance().record(static_cast<PinnedBlock*>(host_storage.data_ptr().context()), stream);
+  instance().record(static_cast<PinnedBlock*>(host_storage.data_ptr().context()), stream);
+  return true;
 }
 
 bool pinned_record_event(const void* ptr, const Stream& stream) {
-  if (ptr == nullptr) return false;
-  PinnedBlock* block = instance().find_live(ptr);
-  return block != nullptr && instance().record(block, stream);
+  return ptr != nullptr && instance().record(ptr, stream);
 }
 
 PinnedStats pinned_stats() { return instance().stats(); }

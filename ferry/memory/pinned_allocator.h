@@ -23,7 +23,9 @@ struct PinnedStats {
   int64_t num_cache_hits = 0;  // allocations served from the cache
   int64_t num_host_alloc = 0;  // backend malloc_host calls that succeeded
   int64_t num_host_free = 0;   // backend free_host calls
-  int64_t pending_events = 0;  // events recorded at free and not yet seen complete
+  int64_t pending_events = 0;  // entries made at free (one per stream) not yet seen complete
+  // Events that could not be recorded at free; the block then waited for the stream to be idle.
+  int64_t num_event_record_failures = 0;
 };
 
 // The block size serving a request: the next power of two, at least 512 bytes.
@@ -39,7 +41,9 @@ Allocator* pinned_host_allocator();
 // storage is freed is done, and returns true; otherwise does nothing and returns false. A CPU
 // stream needs no recording (true for a pinned block).
 bool pinned_record_event(const Storage& host_storage, const Stream& stream);
-// The same by address: `ptr` must be the start of a live pinned block to return true.
+// The same by address: `ptr` must be the start of a live pinned block to return true. Safe
+// against concurrent frees, reuse and pinned_empty_cache: the block is looked up and recorded in
+// one step, so the call records on whatever block is live at `ptr` at that moment, or on none.
 bool pinned_record_event(const void* ptr, const Stream& stream);
 
 PinnedStats pinned_stats();

@@ -141,6 +141,10 @@ void DeviceAllocator::drop_sub_regions(const std::string& region, const std::str
                 live_count == 1 ? " is" : " are", " still allocated: ", live.str(),
                 ". Free the tensors that use them first; nothing was dropped");
     if (!awaiting) break;
+    // Every awaiting block has pending entries, and the synchronization below completes every
+    // entry it finds or raises: the loop goes round again only for blocks freed meanwhile.
+    FERRY_CHECK(pending_count_ > 0, device_, ": internal error: a block of region '", region,
+                "' awaits recorded streams, but nothing is pending");
     synchronize_pending_events(lock);
   }
   for (SubRegion* sub : targets) {

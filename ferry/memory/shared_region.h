@@ -43,11 +43,12 @@ struct SharedRegionInfo {
 void adopt_shared_region(Device device, const std::string& name, void* base, size_t size);
 
 // From now on, allocations on `stream` (on the region's device) are served from bytes
-// [offset, offset + size) of region `region`, best fit, with blocks split and merged as in the
-// large pool (any remainder of at least 512 bytes is split off). offset and size must be
-// multiples of 512, the range inside the region and clear of its other sub-regions, and the
-// stream not already bound to a sub-region. Allocations the stream made before keep coming from
-// (and returning to) the ordinary pools.
+// [offset, offset + size) of region `region`: best fit, merged on free, and split as in the small
+// pool whatever the size (any remainder of at least 512 bytes is split off; max_split_size does
+// not apply). PipeSwitch splits any remainder too: a fixed budget cannot afford the large pool's
+// up to 1 MiB of slack per block. offset and size must be multiples of 512, the range inside the
+// region and clear of its other sub-regions, and the stream not already bound to a sub-region.
+// Allocations the stream made before keep coming from (and returning to) the ordinary pools.
 void add_sub_region(Device device, const std::string& region, const std::string& name,
                     size_t offset, size_t size, const Stream& stream);
 

@@ -59,7 +59,13 @@ struct Stats {
   int64_t num_device_alloc = 0;   // backend malloc calls that succeeded
   int64_t num_device_free = 0;    // backend free calls
   int64_t num_gc_frees = 0;       // segments released by the garbage-collection threshold
-  size_t max_split_size = 0;      // the setting in effect (SIZE_MAX: unlimited)
+  // Allocations that found the backend short while another thread was returning cached
+  // segments to it, and waited for that before retrying (each wait counts once).
+  int64_t num_release_waits = 0;
+  // Events that could not be recorded when a record_stream'ed block was freed; the block then
+  // waited for the whole stream to be idle or synchronized instead.
+  int64_t num_event_record_failures = 0;
+  size_t max_split_size = 0;  // the setting in effect (SIZE_MAX: unlimited)
 };
 
 // ---- snapshots -------------------------------------------------------------------------------
