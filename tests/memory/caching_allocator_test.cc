@@ -298,7 +298,7 @@ TEST_F(CachingAllocatorTest, ResourceInterfaceRejectsBadDeallocations) {
 class SmallDeviceTest : public MemoryTest {
  protected:
   sim::SimConfig config() const override {
-    sim::SimConfig c;
+    sim::SimConfig c = default_sim_config();
     c.memory = 64 * kMiB;
     return c;
   }

@@ -29,9 +29,19 @@ inline void release_caches() {
   memory::pinned_empty_cache();
 }
 
+// The default sim, plus the chaos setting of FERRY_SIM_CHAOS from the environment (if any), so
+// that a chaos run of the suite reaches these tests too. Tests that change the sim start here.
+inline sim::SimConfig default_sim_config() {
+  sim::SimConfig c;
+  const sim::SimConfig env = sim::SimConfig::from_env();
+  c.chaos_seed = env.chaos_seed;
+  c.chaos_max_delay = env.chaos_max_delay;
+  return c;
+}
+
 class MemoryTest : public ::testing::Test {
  protected:
-  virtual sim::SimConfig config() const { return sim::SimConfig{}; }
+  virtual sim::SimConfig config() const { return default_sim_config(); }
 
   void SetUp() override {
     release_caches();
@@ -53,7 +63,7 @@ class MemoryTest : public ::testing::Test {
     release_caches();
     memory::set_alloc_config(memory::AllocConfig{});
     for (Device d : {kSim0, kSim1}) memory::set_memory_fraction(1.0, d);
-    sim::configure(sim::SimConfig{});
+    sim::configure(default_sim_config());
   }
 };
 

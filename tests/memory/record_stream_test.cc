@@ -3,7 +3,9 @@
 // producer/consumer race that chaos exposes without record_stream and that record_stream fixes.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "ferry/device/guard.h"
@@ -101,12 +103,21 @@ TEST_F(RecordStreamTest, DeallocatingOnAnotherStreamCountsAsRecordingIt) {
 
 TEST_F(RecordStreamTest, EmptyCacheWaitsForRecordedStreams) {
   const Stream side = get_stream_from_pool(kSim0);
+  Gate gate(side);
   {
-    Gate gate(side);
     Tensor t = empty({1 << 20}, kSim0);
     t.record_stream(side);
-  }  // the gate opens here; the event may or may not be complete yet
+  }
+  // Opened only after empty_cache has started: an empty_cache that merely polled the events
+  // would find the block still in use and keep its segment.
+  std::thread opener([&gate] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    gate.open();
+  });
   memory::empty_cache(kSim0);
+  const bool stream_done = side.query();
+  opener.join();
+  EXPECT_TRUE(stream_done) << "empty_cache returned before the recorded stream was done";
   const memory::Stats st = memory::stats(kSim0);
   EXPECT_EQ(st.active.current, 0);
   EXPECT_EQ(st.reserved_bytes.current, 0);
