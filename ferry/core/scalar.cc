@@ -7,15 +7,19 @@ namespace ferry {
 
 Scalar Scalar::from_element(const void* element, ScalarType t) {
   return visit_dtype(t, [&]<typename T>() -> Scalar {
-    const T value = *static_cast<const T*>(element);
     if constexpr (std::is_same_v<T, bool>) {
-      return Scalar(value);
-    } else if constexpr (std::is_integral_v<T>) {
-      return Scalar(static_cast<int64_t>(value));
-    } else if constexpr (detail::is_complex_type<T>::value) {
-      return Scalar(std::complex<double>(value));
+      // Any non-zero byte is true: foreign memory (from_blob) may hold 2..255, which read as a
+      // bool object would be undefined behaviour.
+      return Scalar(*static_cast<const unsigned char*>(element) != 0);
     } else {
-      return Scalar(static_cast<double>(value));
+      const T value = *static_cast<const T*>(element);
+      if constexpr (std::is_integral_v<T>) {
+        return Scalar(static_cast<int64_t>(value));
+      } else if constexpr (detail::is_complex_type<T>::value) {
+        return Scalar(std::complex<double>(value));
+      } else {
+        return Scalar(static_cast<double>(value));
+      }
     }
   });
 }

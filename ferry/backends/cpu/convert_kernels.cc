@@ -169,11 +169,18 @@ bool ConvertSimd(ScalarType dst_t, ScalarType src_t, void* dst, const void* src,
     Run<int64_t, double>(
         dd, src, dst, n, stream, [&](auto v) { return TruncateToInt(dl, dd, v); },
         [](double f) { return convert_value<int64_t>(f); });
-  } else if (dst_t == kFloat32 && (src_t == kUInt8 || src_t == kBool)) {
-    // Bool storage holds 0 or 1, so it widens like uint8.
+  } else if (dst_t == kFloat32 && src_t == kUInt8) {
     Run<float, uint8_t>(
         du8, src, dst, n, stream, [&](auto v) { return hn::ConvertTo(df, hn::PromoteTo(di, v)); },
         [](uint8_t x) { return static_cast<float>(x); });
+  } else if (dst_t == kFloat32 && src_t == kBool) {
+    // A bool byte may hold any value (from_blob over foreign memory); every non-zero one is
+    // true, so clamp to 1 before widening.
+    const auto one = hn::Set(du8, uint8_t{1});
+    Run<float, uint8_t>(
+        du8, src, dst, n, stream,
+        [&](auto v) { return hn::ConvertTo(df, hn::PromoteTo(di, hn::Min(v, one))); },
+        [](uint8_t x) { return x != 0 ? 1.0f : 0.0f; });
   } else {
     return false;
   }

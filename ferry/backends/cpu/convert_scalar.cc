@@ -6,6 +6,7 @@
 #include <array>
 #include <complex>
 #include <cstring>
+#include <type_traits>
 
 #include "ferry/backends/cpu/copy_kernels.h"
 #include "ferry/core/convert.h"
@@ -19,9 +20,15 @@ constexpr size_t kChunkBytes = kChunk * 16;  // the widest element (complex128)
 
 template <typename T>
 T load(const void* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
+  if constexpr (std::is_same_v<T, bool>) {
+    // Any non-zero byte is true: a bool object holding 2..255 would be undefined behaviour,
+    // and in practice converts to 2..255.
+    return *static_cast<const Byte*>(p) != 0;
+  } else {
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    return v;
+  }
 }
 
 template <typename T>
