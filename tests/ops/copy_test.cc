@@ -1,7 +1,8 @@
 // copy_ against the naive oracle (naive_copy.h) on random problems: ranks 0-6, sizes with 0 and
 // 1, permutations, stepped slices, broadcast sources, all 196 dtype pairs, conj/neg bits on
-// either side, 1 and 2 threads; plus large problems that split across threads, and the CPU
-// reference kernel checked on its own. The seed is printed on failure.
+// either side, 1 and 2 threads; for every pair also sizes of 8-40 (the tile transpose) and now
+// and then a problem that splits across 2 threads; plus large problems of the named layouts,
+// and the CPU reference kernel checked on its own. The seed is printed on failure.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "ferry/backends/cpu/copy_kernel.h"
 #include "ferry/backends/cpu/copy_reference.h"
+#include "ferry/backends/cpu/copy_tuning.h"
 #include "ferry/ferry.h"
 #include "ferry/iter/parallel.h"
 #include "tests/ops/naive_copy.h"
@@ -64,6 +66,33 @@ DimVector random_large_sizes(std::mt19937_64& rng, int64_t min_numel) {
   }
 }
 
+// Rank 2-4 with two dimensions of 8-40 and the others 1-3: long enough on both sides for the tile
+// transpose (kMinTransposeSide) when random_case gives dst and src different fastest dims.
+DimVector random_medium_sizes(std::mt19937_64& rng) {
+  static_assert(cpu::tuning::kMinTransposeSide <= 8);
+  const auto rank = 2 + static_cast<size_t>(rng() % 3);
+  DimVector sizes(rank);
+  for (auto& s : sizes) s = 1 + static_cast<int64_t>(rng() % 3);
+  const size_t a = rng() % rank;
+  const size_t b = (a + 1 + rng() % (rank - 1)) % rank;
+  sizes[a] = 8 + static_cast<int64_t>(rng() % 33);
+  sizes[b] = 8 + static_cast<int64_t>(rng() % 33);
+  return sizes;
+}
+
+// The element count at which a copy between these dtypes moves enough bytes for plan_copy to
+// give it 2 threads (kMinBytesPerThread each), with a little to spare.
+int64_t two_thread_numel(ScalarType dst_type, ScalarType src_type) {
+  const auto bytes = static_cast<int64_t>(element_size(dst_type) + element_size(src_type));
+  return 2 * cpu::tuning::kMinBytesPerThread / bytes + 64;
+}
+
+cpu::CopyPlan plan_of(const Tensor& dst, const Tensor& src) {
+  const TensorIterator iter =
+      TensorIteratorConfig().add_output(dst).add_input(src).check_all_same_dtype(false).build();
+  return cpu::plan_copy(cpu::copy_problem_from(iter));
+}
+
 Tensor with_random_bits(std::mt19937_64& rng, Tensor t) {
   if (t.is_complex() && rng() % 2 == 0) t = t.conj();
   if (rng() % 3 == 0) t = t._neg_view();
@@ -77,11 +106,11 @@ struct Case {
 
 // dst and src with `sizes` (src possibly broadcast), random layouts and lazy bits.
 Case random_case(std::mt19937_64& rng, ScalarType dst_type, ScalarType src_type, IntArrayRef sizes,
-                 int64_t max_step = 3) {
+                 int64_t max_step = 3, bool allow_broadcast = true) {
   const uint64_t shape = rng() % 4;  // 0: both contiguous (the fast path), else random
   Tensor dst = random_view(rng, sizes, dst_type, false, shape == 0, max_step);
-  Tensor src =
-      random_view(rng, sizes, src_type, shape != 0 && rng() % 2 == 0, shape == 0, max_step);
+  Tensor src = random_view(rng, sizes, src_type, allow_broadcast && shape != 0 && rng() % 2 == 0,
+                           shape == 0, max_step);
   fill_random(dst, rng);
   fill_random(src, rng);
   return {with_random_bits(rng, dst), with_random_bits(rng, src)};
@@ -105,19 +134,54 @@ bool run_and_check(Case c) {
   return check_copy(c.dst, c.src, dst_before, src_before);
 }
 
-TEST_F(CopyRandom, AllDtypePairsSmallShapes) {
+// One pair in this many (evenly spaced, from a random start) gets a problem large enough for 2
+// threads (1 to 4 MiB of oracle work each): a dozen per run; sanitizer builds, ten times
+// slower, get four.
+#if defined(FERRY_SANITIZER_BUILD)
+constexpr uint64_t kTwoThreadPairEvery = 48;
+#else
+constexpr uint64_t kTwoThreadPairEvery = 16;
+#endif
+
+TEST_F(CopyRandom, AllDtypePairs) {
   SCOPED_TRACE(testing::seed_trace());
   auto rng = testing::test_rng();
+  int transposes = 0;
+  int split = 0;
+  int large = 0;
+  uint64_t pair = rng() % kTwoThreadPairEvery;
   for (ScalarType dst_type : kAllTypes) {
     for (ScalarType src_type : kAllTypes) {
       for (int trial = 0; trial < 20; ++trial) {
         set_num_threads(1 + trial % 2);
-        const Case c = random_case(rng, dst_type, src_type, random_sizes(rng, 300));
+        // Every fourth problem has sizes of 8-40, where the tile transpose starts.
+        const bool medium = trial % 4 == 3;
+        const Case c = random_case(rng, dst_type, src_type,
+                                   medium ? random_medium_sizes(rng) : random_sizes(rng, 300));
         SCOPED_TRACE(describe(c));
+        if (medium) transposes += plan_of(c.dst, c.src).kind == cpu::CopyKernelKind::Transpose;
+        ASSERT_TRUE(run_and_check(c));
+      }
+      if (++pair % kTwoThreadPairEvery == 0) {
+        set_num_threads(2);
+        ++large;
+        // Not broadcast: a broadcast source is not read per element, so it counts less traffic.
+        const Case c = random_case(rng, dst_type, src_type,
+                                   random_large_sizes(rng, two_thread_numel(dst_type, src_type)),
+                                   /*max_step=*/2, /*allow_broadcast=*/false);
+        SCOPED_TRACE(describe(c));
+        const cpu::CopyPlan plan = plan_of(c.dst, c.src);
+        EXPECT_EQ(plan.threads, 2) << plan.describe();
+        split += plan.threads == 2;
         ASSERT_TRUE(run_and_check(c));
       }
     }
   }
+  // The draws reached the kernels they are there for (else the test would prove less than it
+  // says): about a quarter of the medium problems have differing fastest dims.
+  EXPECT_GT(transposes, 50);
+  EXPECT_GE(large, static_cast<int>(kNumScalarTypes * kNumScalarTypes / kTwoThreadPairEvery));
+  EXPECT_EQ(split, large);
 }
 
 TEST_F(CopyRandom, LargeCopiesSplitAcrossThreads) {
