@@ -3,7 +3,6 @@
 #include "ferry/core/tensor.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "ferry/core/size_math.h"
 
@@ -186,8 +185,8 @@ std::optional<DimVector> compute_view_strides(IntArrayRef old_sizes, IntArrayRef
     std::fill(new_strides.begin(), new_strides.end(), 1);
     return new_strides;
   }
-  const int64_t numel =
-      std::accumulate(old_sizes.begin(), old_sizes.end(), int64_t{1}, std::multiplies<>());
+  // 0 whenever a size is: an empty tensor's other sizes may multiply past int64.
+  const int64_t numel = checked_numel(old_sizes);
   if (numel == 0) {
     if (old_sizes.equals(new_sizes)) return DimVector(old_strides);
     return contiguous_strides(new_sizes);

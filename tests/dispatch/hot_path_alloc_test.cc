@@ -51,20 +51,23 @@ class AllocationCounter {
 
 }  // namespace
 
-void* operator new(std::size_t size) { return throwing_malloc(size); }
-void* operator new[](std::size_t size) { return throwing_malloc(size); }
-void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+// All out of line: when GCC sees a replacement's malloc or free next to a caller's
+// new-expression or delete, it warns about mismatched allocation functions
+// (-Wmismatched-new-delete), which does not apply to replacements that pair malloc with free.
+[[gnu::noinline]] void* operator new(std::size_t size) { return throwing_malloc(size); }
+[[gnu::noinline]] void* operator new[](std::size_t size) { return throwing_malloc(size); }
+[[gnu::noinline]] void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
   return counted_malloc(size);
 }
-void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
+[[gnu::noinline]] void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
   return counted_malloc(size);
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete[](void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace ferry {
 namespace {
