@@ -4,5 +4,5 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 build=${FERRY_BUILD_DIR:-$root/build/release}
-"$root/scripts/build.sh" "$build" >&2
+FERRY_BUILD_TARGET=ferry_cli "$root/scripts/build.sh" "$build" >&2
 exec "$build/ferry" "$@"
