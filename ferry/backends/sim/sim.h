@@ -87,6 +87,14 @@ void reset_config();
 // DeviceError when `device_ptr` is not inside a live sim allocation of this process.
 void* host_address(const void* device_ptr);
 
+// The sim device whose memory holds `device_ptr` (any address inside a live allocation of this
+// process, imported ones included), or -1 for an address outside every sim allocation.
+int device_of(const void* device_ptr);
+
+// Whether work on sim device `device` may touch `peer`'s memory right now: the same device, or
+// a peer whose access `device` has enabled (the backend's own state, not a cache above it).
+bool peer_access_enabled(int device, int peer);
+
 // How many operations (copies, memsets, marks, waits, host functions) queued on a sim stream of
 // `device` have not finished yet; `stream` is the backend handle (Stream::raw()). For tests and
 // diagnostics: it lets a test see that another thread's work has reached a queue.

@@ -359,6 +359,12 @@ void* host_address(const void* device_ptr) {
   return detail::sim_backend().host_address(device_ptr);
 }
 
+int device_of(const void* device_ptr) { return detail::sim_backend().device_of(device_ptr); }
+
+bool peer_access_enabled(int device, int peer) {
+  return detail::sim_backend().peer_enabled(device, peer);
+}
+
 uint64_t pending_operations(int device, void* stream) {
   return detail::sim_backend().pending_operations(device, stream);
 }

@@ -79,6 +79,9 @@ class SimBackend final : public Backend {
   SimConfig config() const;
   void configure(const SimConfig& config);
   char* host_address(const void* ptr) const { return memory_.host_address(ptr); }
+  int device_of(const void* ptr) const { return memory_.device_of(ptr); }
+  // The same device, or a peer whose access `device` has enabled.
+  bool peer_enabled(int device, int peer) const;
   uint64_t pending_operations(int device, RawStream stream) const {
     return stream_of(device, stream, "pending_operations").pending();
   }
@@ -90,7 +93,6 @@ class SimBackend final : public Backend {
   // Waits for the work queued on every stream (not from a worker thread: see free()).
   void drain_all_streams() const;
   void apply(const SimConfig& config);  // caller holds config_mutex_
-  bool peer_enabled(int device, int peer) const;
   std::chrono::nanoseconds cost(Link link, size_t nbytes) const;
   // Whether a host range is page-locked by this backend or by any other registered one.
   bool pinned_anywhere(const void* ptr, size_t nbytes) const;

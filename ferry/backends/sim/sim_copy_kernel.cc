@@ -2,7 +2,9 @@
 // runs on the stream's worker thread as the CPU copy engine over the read-write mappings, as a
 // GPU kernel runs on its device. Addresses are translated, and the extents they reach checked,
 // when the kernel is enqueued, so a bad address raises on the caller's thread, before anything
-// is queued. A peer's memory translates the same way (the policy checks peer access).
+// is queued. A peer's memory is accepted only when the stream's device has enabled access to it:
+// the policy decides when a kernel may read another device, and the sim holds it to that, as
+// a GPU would fault.
 #include <cstring>
 
 #include "ferry/backends/cpu/copy_plan.h"
@@ -14,9 +16,17 @@
 namespace ferry::sim {
 namespace {
 
-// The host mapping of [ptr, ptr + extent): both ends must translate, and to one mapping.
+// The host mapping of [ptr, ptr + extent): both ends must translate, and to one mapping, of
+// memory the stream's device may touch.
 char* translate(const void* ptr, int64_t extent, const Stream& stream, const char* operand) {
   char* first = static_cast<char*>(host_address(ptr));
+  const int owner = device_of(ptr);
+  const int device = stream.device().index();
+  FERRY_CHECK_AS(DeviceError, peer_access_enabled(device, owner), stream.device(),
+                 ": copy kernel: expected the ", operand, " in memory of sim:", device,
+                 " or of a peer whose access it has enabled, but it is on sim:", owner,
+                 " and peer access from sim:", device, " to sim:", owner,
+                 " is off (ferry::enable_peer_access turns it on)");
   if (extent > 1) {
     const char* last = static_cast<const char*>(ptr) + (extent - 1);
     const char* host_last = static_cast<const char*>(host_address(last));

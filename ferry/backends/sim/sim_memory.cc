@@ -152,6 +152,12 @@ char* SimMemory::host_address(const void* ptr) const {
   return a->host_base + (address - a->device_base);
 }
 
+int SimMemory::device_of(const void* ptr) const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  const Allocation* a = find(reinterpret_cast<uintptr_t>(ptr));
+  return a == nullptr ? -1 : a->device;
+}
+
 size_t SimMemory::used(int device) const {
   std::shared_lock<std::shared_mutex> lock(mutex_);
   return used_[static_cast<size_t>(device)];

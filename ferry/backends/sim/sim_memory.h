@@ -56,6 +56,8 @@ class SimMemory {
                    const char* operand) const;
   // The host mapping of any address inside an allocation (up to its page-rounded end).
   char* host_address(const void* ptr) const;
+  // The device owning the allocation that holds `ptr`, or -1.
+  int device_of(const void* ptr) const;
 
   size_t used(int device) const;
   size_t live_allocations() const;  // device, pinned and imported
