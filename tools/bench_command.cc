@@ -54,11 +54,20 @@ FERRY_REGISTER_COMMAND(
       sub.add_flag("--devices", *devices,
                    "Device copies instead: host<->sim, sim<->sim (and CUDA with a GPU), against "
                    "memcpy (honours --repeat, --filter, --quick)");
-      return [options, threads, devices] {
+      auto check = std::make_shared<bool>(false);
+      sub.add_flag("--check", *check,
+                   "With --devices: exit with 1 when the sim bound (dense h2d <= 1.2 x memcpy + "
+                   "per-copy overhead) does not hold, 2 when it could not be measured");
+      return [options, threads, devices, check] {
         if (*devices) {
-          return bench::run_device_copy_bench(
-              {.repeat = options->repeat, .filter = options->filter, .quick = options->quick});
+          return bench::run_device_copy_bench({.repeat = options->repeat,
+                                               .filter = options->filter,
+                                               .quick = options->quick,
+                                               .check = *check});
         }
+        FERRY_CHECK(!*check,
+                    "bench --check: expected --devices with it (the CPU benchmark has "
+                    "no pass/fail bound), but got --check alone");
         options->threads = parse_threads(*threads);
         return bench::run_copy_bench(*options);
       };

@@ -30,6 +30,11 @@ PeerTable& peer_table(DeviceType type) {
   return tables[static_cast<size_t>(type)];
 }
 
+// How messages name a device type when no backend is there to say it ("CUDA", "sim").
+std::string display_name(DeviceType type) {
+  return type == DeviceType::CUDA ? std::string("CUDA") : std::string(device_type_name(type));
+}
+
 }  // namespace
 
 int device_count(DeviceType type) {
@@ -41,8 +46,7 @@ int device_count(DeviceType type) {
 std::string device_unavailable_reason(DeviceType type) {
   if (type == DeviceType::CPU) return {};
   if (!has_backend(type)) {
-    return std::string("ferry was built without the ") + std::string(device_type_name(type)) +
-           " backend";
+    return "ferry was built without the " + display_name(type) + " backend";
   }
   Backend& b = get_backend(type);
   return b.device_count() > 0 ? std::string() : b.unavailable_reason();
@@ -50,8 +54,9 @@ std::string device_unavailable_reason(DeviceType type) {
 
 Device checked_device(Device device) {
   if (device.is_cpu()) return device;
-  FERRY_CHECK_AS(DeviceError, has_backend(device.type()), device, ": no ", device.type(),
-                 " device (", device_unavailable_reason(device.type()), ")");
+  FERRY_CHECK_AS(DeviceError, has_backend(device.type()), device, ": no ",
+                 display_name(device.type()), " device (", device_unavailable_reason(device.type()),
+                 ")");
   Backend& b = get_backend(device.type());
   const int count = b.device_count();
   FERRY_CHECK_AS(DeviceError, count > 0, device, ": no ", b.display_name(), " device (",
