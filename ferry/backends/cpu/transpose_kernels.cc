@@ -17,6 +17,7 @@
 
 #include "ferry/backends/cpu/convert-inl.h"
 #include "ferry/backends/cpu/copy_kernels.h"
+#include "ferry/backends/cpu/copy_tuning.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ferry::cpu::HWY_NAMESPACE {
@@ -25,6 +26,7 @@ namespace {
 namespace hn = hwy::HWY_NAMESPACE;
 using kernels::TransposeOp;
 using kernels::TransposeRect;
+using tuning::kTransposePrefetchBytes;
 using Byte = unsigned char;
 
 // Tiles need several lanes, known at compile time: not on HWY_SCALAR (GCC < 12.3's baseline,
@@ -259,8 +261,18 @@ void Tiles(const TransposeRect& r) {
   const int64_t rows = r.rows / kStepI * kStepI;
   const int64_t cols = r.cols / kStepJ * kStepJ;
   alignas(64) Byte scratch[kStepJ * G::kRunBytes];  // kStepJ dst runs
+  constexpr int64_t kStepSrcBytes = kStepJ * static_cast<int64_t>(Op::kSrcSize);
   for (int64_t i = 0; i < rows; i += kStepI) {
     for (int64_t j = 0; j < cols; j += kStepJ) {
+      // Each of the strip's rows is a read stream; ask for its lines a few steps ahead, into
+      // the L2 (Note [transpose prefetch] in copy_tuning.h). Prefetches never fault, so the
+      // last steps may name lines past the rows' ends.
+      const Byte* ahead = src + i * r.src_row_stride + j * src_step + kTransposePrefetchBytes;
+      for (int64_t q = 0; q < kStepI; ++q) {
+        for (int64_t b = 0; b < kStepSrcBytes; b += 64) {
+          __builtin_prefetch(ahead + q * r.src_row_stride + b, /*rw=*/0, /*locality=*/2);
+        }
+      }
       if (r.prefetch_next_strip) {
         const Byte* next = src + (i + kStepI) * r.src_row_stride + j * src_step;
         for (int64_t q = 0; q < kStepI; ++q) hwy::Prefetch(next + q * r.src_row_stride);
