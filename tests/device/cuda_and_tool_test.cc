@@ -46,7 +46,7 @@ TEST(CudaTest, BackendIsRegisteredExactlyWhenBuilt) {
   } else {
     EXPECT_EQ(find_backend(DeviceType::CUDA), nullptr);
     EXPECT_EQ(device_count(DeviceType::CUDA), 0);
-    EXPECT_NE(device_unavailable_reason(DeviceType::CUDA).find("built without the cuda backend"),
+    EXPECT_NE(device_unavailable_reason(DeviceType::CUDA).find("built without the CUDA backend"),
               std::string::npos)
         << device_unavailable_reason(DeviceType::CUDA);
   }

@@ -16,6 +16,25 @@ thread_local bool tls_on_worker = false;
 
 using Clock = std::chrono::steady_clock;
 
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Polls `ready` for up to SimStream::kSpin; true if it came true meanwhile.
+template <class Ready>
+bool spin_until(const Ready& ready) {
+  const auto deadline = Clock::now() + SimStream::kSpin;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    cpu_relax();
+    if ((i & 63) == 63 && Clock::now() >= deadline) return false;
+  }
+}
+
 }  // namespace
 
 bool SimStream::on_worker_thread() { return tls_on_worker; }
@@ -29,6 +48,7 @@ uint64_t SimStream::enqueue(SimOp&& op, const char* call) {
   if (!worker_.joinable()) worker_ = std::thread([this] { run(); });
   op.seq = ++enqueued_;
   queue_.push_back(std::move(op));
+  enqueued_hint_.store(enqueued_, std::memory_order_release);
   // Only a sleeping worker needs the (syscall-costly) notification.
   if (worker_idle_) work_cv_.notify_one();
   return enqueued_;
@@ -46,6 +66,9 @@ uint64_t SimStream::pending() const {
 
 void SimStream::wait(uint64_t seq) const {
   if (done(seq)) return;
+  // A worker waiting for another stream sleeps at once: with two cores, a third spinning
+  // thread would slow the very stream it waits for.
+  if (!tls_on_worker && spin_until([&] { return done(seq); })) return;
   std::unique_lock<std::mutex> lock(mutex_);
   ++done_waiters_;
   done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= seq; });
@@ -86,6 +109,13 @@ void SimStream::run() {
 
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
+    if (queue_.empty() && !stop_) {
+      // Work often follows work (a copy, then its event): look for it a little before sleeping.
+      const uint64_t seen = enqueued_;
+      lock.unlock();
+      spin_until([&] { return enqueued_hint_.load(std::memory_order_acquire) != seen; });
+      lock.lock();
+    }
     while (queue_.empty() && !stop_) {
       worker_idle_ = true;
       work_cv_.wait(lock);
