@@ -2,8 +2,6 @@
 // skip, and the `ferry devices` command (the tool's path comes from FERRY_TOOL, set by ctest).
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -14,6 +12,7 @@
 #include "ferry/device/runtime.h"
 #include "ferry/device/stream.h"
 #include "tests/support/errors.h"
+#include "tests/support/tool.h"
 
 namespace ferry::testing {
 namespace {
@@ -67,37 +66,22 @@ TEST(CudaTest, StreamsAndEventsOnAGpu) {
   get_backend(DeviceType::CUDA).free(0, p);
 }
 
-// Runs `command`, returning its exit status and what it printed.
-std::pair<int, std::string> run(const std::string& command) {
-  std::string output;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return {-1, ""};
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-    output.append(buffer.data(), n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
 class DevicesCommandTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* tool = std::getenv("FERRY_TOOL");
-    if (tool == nullptr) GTEST_SKIP() << "FERRY_TOOL is not set (run through ctest)";
-    tool_ = tool;
+  void SetUp() override { FERRY_SKIP_WITHOUT_TOOL(); }
+  // `ferry devices` in a clean sim environment plus `env`: the exit status and the output.
+  static std::pair<int, std::string> devices(const std::string& env) {
+    ToolRun run = run_ferry_tool(
+        "devices",
+        "env -u FERRY_SIM_DEVICES -u FERRY_SIM_MEMORY -u FERRY_SIM_PEER -u FERRY_SIM_BANDWIDTH "
+        "-u FERRY_SIM_LATENCY -u FERRY_SIM_CHAOS " +
+            env);
+    return {run.status, std::move(run.out)};
   }
-  // A clean sim environment plus `env`.
-  std::string command(const std::string& env) const {
-    return "env -u FERRY_SIM_DEVICES -u FERRY_SIM_MEMORY -u FERRY_SIM_PEER -u FERRY_SIM_BANDWIDTH "
-           "-u FERRY_SIM_LATENCY -u FERRY_SIM_CHAOS " +
-           env + " '" + tool_ + "' devices";
-  }
-  std::string tool_;
 };
 
 TEST_F(DevicesCommandTest, ListsEveryDeviceWithoutAGpu) {
-  const auto [status, out] = run(command("FERRY_SIM_DEVICES=3 FERRY_SIM_LATENCY=h2d=10us"));
+  const auto [status, out] = devices("FERRY_SIM_DEVICES=3 FERRY_SIM_LATENCY=h2d=10us");
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("cpu: 1 device"), std::string::npos) << out;
   EXPECT_NE(out.find("sim: 3 devices"), std::string::npos) << out;
@@ -128,7 +112,7 @@ bool has_line(const std::string& out, const std::vector<std::string>& words) {
 }
 
 TEST_F(DevicesCommandTest, PeerMatrixAndBadSettings) {
-  auto [status, out] = run(command("FERRY_SIM_PEER='1,0;1,1'"));
+  auto [status, out] = devices("FERRY_SIM_PEER='1,0;1,1'");
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("FERRY_SIM_PEER=1,0;1,1"), std::string::npos) << out;
   // Row i, column j: may sim:i access sim:j's memory ("yes": possible, not enabled yet).
@@ -137,7 +121,7 @@ TEST_F(DevicesCommandTest, PeerMatrixAndBadSettings) {
   EXPECT_TRUE(has_line(out, {"sim:1", "yes", "-"})) << out;
 
   // A bad setting is reported, not fatal: the sim lists 0 devices and the command succeeds.
-  std::tie(status, out) = run(command("FERRY_SIM_MEMORY=lots"));
+  std::tie(status, out) = devices("FERRY_SIM_MEMORY=lots");
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("sim: 0 devices (FERRY_SIM_MEMORY: expected a size"), std::string::npos)
       << out;

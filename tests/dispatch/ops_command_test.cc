@@ -2,33 +2,25 @@
 // and the fallbacks, lists registered operators with their schemas, and --json is one object.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include "tests/support/tool.h"
 
 namespace ferry {
 namespace {
 
 std::string run(const std::string& args) {
-  const char* tool = std::getenv("FERRY_TOOL");
-  if (tool == nullptr) return {};
-  const std::string command = std::string(tool) + " " + args + " 2>&1";
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {};
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  EXPECT_EQ(pclose(pipe), 0) << out;
-  return out;
+  testing::ToolRun run = testing::run_ferry_tool(args);
+  EXPECT_EQ(run.status, 0) << run.out;
+  return std::move(run.out);
 }
 
 #define EXPECT_CONTAINS(haystack, needle) \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 TEST(OpsCommand, PrintsTheDispatchTable) {
-  if (std::getenv("FERRY_TOOL") == nullptr) GTEST_SKIP() << "FERRY_TOOL is not set";
+  FERRY_SKIP_WITHOUT_TOOL();
   const std::string out = run("ops");
   EXPECT_CONTAINS(out, "ferry ops: ");
   EXPECT_CONTAINS(out, "Tracing");
@@ -41,7 +33,7 @@ TEST(OpsCommand, PrintsTheDispatchTable) {
 }
 
 TEST(OpsCommand, JsonAndFilter) {
-  if (std::getenv("FERRY_TOOL") == nullptr) GTEST_SKIP() << "FERRY_TOOL is not set";
+  FERRY_SKIP_WITHOUT_TOOL();
   const std::string json = run("ops --json");
   EXPECT_EQ(json.front(), '{');
   EXPECT_CONTAINS(json, "\"keys\": [\"Tracing\", ");

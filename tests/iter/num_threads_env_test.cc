@@ -6,13 +6,13 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "ferry/core/error.h"
 #include "ferry/iter/parallel.h"
 #include "tests/support/errors.h"
+#include "tests/support/tool.h"
 
 namespace ferry {
 namespace {
@@ -61,21 +61,14 @@ TEST(NumThreadsFromEnv, MalformedValuesRaiseQuotingThem) {
 
 // Runs the tool with `env` prepended (e.g. "FERRY_NUM_THREADS=3"); stdout and stderr.
 std::string run_tool(const std::string& env, const std::string& args, int* status) {
-  const std::string command = env + " " + std::getenv("FERRY_TOOL") + " explain " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  char buf[512];
-  while (pipe != nullptr && std::fgets(buf, sizeof(buf), pipe) != nullptr) out += buf;
-  const int rc = pipe != nullptr ? pclose(pipe) : -1;
-  *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  return out;
+  testing::ToolRun run = testing::run_ferry_tool("explain " + args, env);
+  *status = run.status;
+  return std::move(run.out);
 }
 
 class NumThreadsInANewProcess : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (std::getenv("FERRY_TOOL") == nullptr) GTEST_SKIP() << "FERRY_TOOL is not set (run ctest)";
-  }
+  void SetUp() override { FERRY_SKIP_WITHOUT_TOOL(); }
 };
 
 // A 4 MiB copy: enough work for several threads, so the plan uses all of them.

@@ -4,7 +4,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -12,6 +11,7 @@
 #include "ferry/backends/cpu/copy_plan.h"
 #include "ferry/ferry.h"
 #include "ferry/iter/parallel.h"
+#include "tests/support/tool.h"
 
 namespace {
 
@@ -19,22 +19,14 @@ using ::testing::HasSubstr;
 
 // Runs `ferry explain <args>`; returns stdout and stderr, and the exit status in *status.
 std::string explain(const std::string& args, int* status) {
-  const char* tool = std::getenv("FERRY_TOOL");
-  const std::string command = std::string(tool) + " explain " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  char buf[512];
-  while (pipe != nullptr && std::fgets(buf, sizeof(buf), pipe) != nullptr) out += buf;
-  const int rc = pipe != nullptr ? pclose(pipe) : -1;
-  *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  return out;
+  ferry::testing::ToolRun run = ferry::testing::run_ferry_tool("explain " + args);
+  *status = run.status;
+  return std::move(run.out);
 }
 
 class Explain : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (std::getenv("FERRY_TOOL") == nullptr) GTEST_SKIP() << "FERRY_TOOL is not set (run ctest)";
-  }
+  void SetUp() override { FERRY_SKIP_WITHOUT_TOOL(); }
 };
 
 TEST_F(Explain, TransposePrintsEveryStage) {

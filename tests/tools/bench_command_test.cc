@@ -4,8 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,29 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/tool.h"
+
 namespace ferry {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Result {
-  int status = -1;
-  std::string out;
-};
-
-Result run_tool(const std::string& args) {
-  Result r;
-  const char* tool = std::getenv("FERRY_TOOL");
-  if (tool == nullptr) return r;
-  const std::string command = std::string(tool) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  r.status = pclose(pipe);
-  return r;
-}
+using testing::run_ferry_tool;
+using Result = testing::ToolRun;
 
 // The tool is built without the benchmarks in the sanitizer configurations (FERRY_BUILD_BENCH
 // is OFF there to save build time); CMake tells this test which configuration it belongs to.
@@ -66,11 +52,11 @@ std::vector<std::string> records(const std::string& json) {
 }
 
 TEST(BenchCommand, QuickCopyBenchWritesEveryCaseToJson) {
-  if (std::getenv("FERRY_TOOL") == nullptr) GTEST_SKIP() << "FERRY_TOOL is not set";
+  FERRY_SKIP_WITHOUT_TOOL();
   if (!bench_built()) GTEST_SKIP() << "this build has no benchmarks (FERRY_BUILD_BENCH=OFF)";
   const std::filesystem::path json =
       std::filesystem::temp_directory_path() / ("ferry_bench_test_" + std::to_string(getpid()));
-  const Result r = run_tool(
+  const Result r = run_ferry_tool(
       "bench --quick --repeat 10 --threads 1,2 --filter "
       "'^(contig_f32|transpose2d_f32_1024|copy_1_f32)$' --json " +
       json.string());
@@ -99,32 +85,32 @@ TEST(BenchCommand, QuickCopyBenchWritesEveryCaseToJson) {
 }
 
 TEST(BenchCommand, BadOptionsAreRefusedWithAMessage) {
-  if (std::getenv("FERRY_TOOL") == nullptr) GTEST_SKIP() << "FERRY_TOOL is not set";
+  FERRY_SKIP_WITHOUT_TOOL();
   if (!bench_built()) GTEST_SKIP() << "this build has no benchmarks (FERRY_BUILD_BENCH=OFF)";
-  const Result few = run_tool("bench --quick --repeat 3");
+  const Result few = run_ferry_tool("bench --quick --repeat 3");
   EXPECT_NE(few.status, 0);
   EXPECT_THAT(few.out, HasSubstr("expected --repeat of at least 10, but got 3"));
-  const Result threads = run_tool("bench --quick --threads 0");
+  const Result threads = run_ferry_tool("bench --quick --threads 0");
   EXPECT_NE(threads.status, 0);
   EXPECT_THAT(threads.out, HasSubstr("positive integers, but got \"0\""));
-  const Result regex = run_tool("bench --quick --filter '('");
+  const Result regex = run_ferry_tool("bench --quick --filter '('");
   EXPECT_NE(regex.status, 0);
   EXPECT_THAT(regex.out, HasSubstr("expected a regular expression"));
 }
 
 TEST(BenchCommand, QuickDeviceBenchRuns) {
-  if (std::getenv("FERRY_TOOL") == nullptr) GTEST_SKIP() << "FERRY_TOOL is not set";
+  FERRY_SKIP_WITHOUT_TOOL();
   if (!bench_built()) GTEST_SKIP() << "this build has no benchmarks (FERRY_BUILD_BENCH=OFF)";
-  const Result r = run_tool("bench --devices --quick --repeat 10 --filter 'h2d'");
+  const Result r = run_ferry_tool("bench --devices --quick --repeat 10 --filter 'h2d'");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("h2d_dense_pinned_nonblocking"));
   EXPECT_THAT(r.out, HasSubstr("bound: dense h2d"));
 }
 
 TEST(BenchCommand, WithoutBenchmarksTheCommandSaysSo) {
-  if (std::getenv("FERRY_TOOL") == nullptr) GTEST_SKIP() << "FERRY_TOOL is not set";
+  FERRY_SKIP_WITHOUT_TOOL();
   if (bench_built()) GTEST_SKIP() << "this build has the benchmarks";
-  const Result r = run_tool("bench --quick");
+  const Result r = run_ferry_tool("bench --quick");
   EXPECT_NE(r.status, 0);
   EXPECT_THAT(r.out, HasSubstr("built without the benchmarks"));
 }
