@@ -224,4 +224,14 @@ Device resolve_device(Device device, const char* what);
 RawEvent acquire_event(Device device);
 void release_event(Device device, RawEvent event);
 
+// What a freed block (device or pinned) waits for on one stream it was used on: an event from
+// the pool recorded there now, or null when recording failed, and the block then waits for the
+// whole stream instead, which is later than needed but never too early. Never raises: it runs
+// where the free is already done (a deleter), and giving up on the stream would let the block
+// be reused under work still running on it.
+RawEvent record_use(const Stream& stream);
+// Whether the work a use entry waits for is done: its event, or the whole stream when it has
+// none (see record_use).
+bool use_complete(const Stream& stream, RawEvent event);
+
 }  // namespace ferry::memory::detail

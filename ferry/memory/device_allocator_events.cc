@@ -17,18 +17,8 @@ void DeviceAllocator::insert_events(Block* block) {
   std::vector<Stream> uses;
   uses.swap(block->uses);
   for (const Stream& s : uses) {
-    RawEvent event = nullptr;
-    try {
-      event = acquire_event(s.device());
-      backend().event_record(s.device_index(), event, s.raw());
-    } catch (...) {
-      // Not raised: the free itself is done, and the block stays safe without the event. It
-      // waits for the whole stream instead (see PendingEvent); a block left waiting on nothing
-      // would never come back, and one handed out early could be overwritten under a reader.
-      if (event != nullptr) release_event(s.device(), event);
-      event = nullptr;
-      ++stats_.num_event_record_failures;
-    }
+    const RawEvent event = record_use(s);
+    if (event == nullptr) ++stats_.num_event_record_failures;
     auto q = std::find_if(pending_.begin(), pending_.end(),
                           [&](const PendingQueue& p) { return p.stream == s; });
     if (q == pending_.end()) q = pending_.insert(pending_.end(), PendingQueue{s, {}});
@@ -41,14 +31,9 @@ void DeviceAllocator::insert_events(Block* block) {
 void DeviceAllocator::process_events() {
   // Entries of one stream complete in the order they were made: stop at the first busy one.
   for (auto q = pending_.begin(); q != pending_.end();) {
-    const int index = q->stream.device_index();
     while (!q->events.empty()) {
       const PendingEvent pe = q->events.front();
-      if (!pe.synced) {
-        const bool done = pe.event != nullptr ? backend().event_query(index, pe.event)
-                                              : backend().stream_query(index, q->stream.raw());
-        if (!done) break;
-      }
+      if (!pe.synced && !use_complete(q->stream, pe.event)) break;
       q->events.pop_front();
       --pending_count_;
       if (pe.event != nullptr) release_event(q->stream.device(), pe.event);
@@ -105,6 +90,24 @@ void DeviceAllocator::synchronize_pending_events(Lock& lock) {
   }
   process_events();
   if (error) std::rethrow_exception(error);
+}
+
+RawEvent record_use(const Stream& stream) {
+  RawEvent event = nullptr;
+  try {
+    event = acquire_event(stream.device());
+    memory_backend(stream.device_type()).event_record(stream.device_index(), event, stream.raw());
+    return event;
+  } catch (...) {
+    if (event != nullptr) release_event(stream.device(), event);
+    return nullptr;
+  }
+}
+
+bool use_complete(const Stream& stream, RawEvent event) {
+  Backend& backend = memory_backend(stream.device_type());
+  return event != nullptr ? backend.event_query(stream.device_index(), event)
+                          : backend.stream_query(stream.device_index(), stream.raw());
 }
 
 // ---- the backend override ----------------------------------------------------------------------

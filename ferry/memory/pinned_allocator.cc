@@ -83,18 +83,8 @@ class PinnedAllocator final : public Allocator {
     std::vector<Stream> streams;
     streams.swap(block->streams);
     for (const Stream& s : streams) {
-      RawEvent event = nullptr;
-      try {
-        event = detail::acquire_event(s.device());
-        detail::memory_backend(s.device_type()).event_record(s.device_index(), event, s.raw());
-      } catch (...) {
-        // Not raised (this runs in a deleter): every stream stays covered, this one by waiting
-        // for it to be idle instead of for an event. Giving up on the stream would let the
-        // block be reused under a copy still running on it.
-        if (event != nullptr) detail::release_event(s.device(), event);
-        event = nullptr;
-        ++stats_.num_event_record_failures;
-      }
+      const RawEvent event = detail::record_use(s);
+      if (event == nullptr) ++stats_.num_event_record_failures;
       pending_.push_back(Pending{s, event, block});
       ++block->event_count;
       ++stats_.pending_events;
@@ -216,11 +206,7 @@ class PinnedAllocator final : public Allocator {
 
   void process_events() {
     std::erase_if(pending_, [this](const Pending& p) {
-      Backend& backend = detail::memory_backend(p.stream.device_type());
-      const int index = p.stream.device_index();
-      const bool done = p.event != nullptr ? backend.event_query(index, p.event)
-                                           : backend.stream_query(index, p.stream.raw());
-      if (!done) return false;
+      if (!detail::use_complete(p.stream, p.event)) return false;
       if (p.event != nullptr) detail::release_event(p.stream.device(), p.event);
       --stats_.pending_events;
       if (--p.block->event_count == 0) free_[class_of(p.block->size)].push_back(p.block);
