@@ -23,29 +23,13 @@ std::ostream& operator<<(std::ostream& out, MemoryFormat format) {
   return out << "unknown_format";
 }
 
-namespace {
-
-// stride * max(size, 1), the stride of the next-slower dimension; raises ShapeError naming the
-// sizes when it does not fit int64 (possible even for empty tensors: [0, 2^40, 2^40]).
-int64_t next_stride(int64_t stride, int64_t size, IntArrayRef sizes) {
-  int64_t next = 0;
-  const bool fits = mul_fits(stride, std::max<int64_t>(size, 1), &next);
-  FERRY_CHECK_AS(ShapeError, fits,
-                 "storage size calculation overflowed: expected sizes whose dense strides fit "
-                 "int64, but got sizes ",
-                 sizes);
-  return next;
-}
-
-}  // namespace
-
 DimVector contiguous_strides(IntArrayRef sizes) {
   DimVector strides(sizes.size());
   int64_t stride = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = stride;
     // The slowest dimension's size never scales a stride.
-    if (i > 0) stride = next_stride(stride, sizes[i], sizes);
+    if (i > 0) stride = checked_next_dense_stride(stride, sizes[i], sizes);
   }
   return strides;
 }
@@ -63,10 +47,10 @@ DimVector strides_for_memory_format(IntArrayRef sizes, MemoryFormat format) {
       DimVector strides(rank);
       int64_t stride = 1;
       strides[1] = stride;
-      stride = next_stride(stride, sizes[1], sizes);
+      stride = checked_next_dense_stride(stride, sizes[1], sizes);
       for (size_t d = rank - 1; d >= 2; --d) {
         strides[d] = stride;
-        stride = next_stride(stride, sizes[d], sizes);
+        stride = checked_next_dense_stride(stride, sizes[d], sizes);
       }
       strides[0] = stride;
       return strides;

@@ -9,6 +9,16 @@
 
 namespace ferry {
 
+int64_t checked_next_dense_stride(int64_t stride, int64_t size, IntArrayRef sizes) {
+  int64_t next = 0;
+  const bool fits = mul_fits(stride, std::max<int64_t>(size, 1), &next);
+  FERRY_CHECK_AS(ShapeError, fits,
+                 "storage size calculation overflowed: expected sizes whose dense strides fit "
+                 "int64, but got sizes ",
+                 sizes);
+  return next;
+}
+
 int64_t checked_numel(IntArrayRef sizes, const char* op) {
   // A zero anywhere makes the product 0, even when the other sizes alone would overflow.
   if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return 0;

@@ -19,6 +19,11 @@ inline bool add_fits(int64_t a, int64_t b, int64_t* out) {
   return !__builtin_add_overflow(a, b, out);
 }
 
+// stride * max(size, 1): the stride of the next-slower dimension of a dense layout of `sizes`.
+// Raises ShapeError naming the sizes when it does not fit int64 (possible even for an empty
+// tensor, whose zero leaves the other sizes unbounded: [0, 2^40, 2^40]).
+int64_t checked_next_dense_stride(int64_t stride, int64_t size, IntArrayRef sizes);
+
 // The product of `sizes` (sizes >= 0): 0 when any size is 0, whatever the others are. Raises
 // ShapeError naming `op` and the sizes when the product does not fit int64.
 int64_t checked_numel(IntArrayRef sizes, const char* op = "tensor");

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "ferry/core/error.h"
 #include "ferry/core/size_math.h"
 
 namespace ferry {
@@ -18,12 +17,7 @@ DimVector infer_dense_strides(IntArrayRef sizes, IntArrayRef strides) {
   for (size_t k = 0; k < perm.size(); ++k) {
     out[perm[k]] = next;
     if (k + 1 == perm.size()) break;  // the slowest size scales no stride
-    // Overflows only for an empty tensor (a size-0 dim leaves the others unbounded).
-    const bool fits = mul_fits(next, std::max<int64_t>(sizes[perm[k]], 1), &next);
-    FERRY_CHECK_AS(ShapeError, fits,
-                   "storage size calculation overflowed: expected sizes whose dense strides fit "
-                   "int64, but got sizes ",
-                   sizes);
+    next = checked_next_dense_stride(next, sizes[perm[k]], sizes);
   }
   return out;
 }
