@@ -11,18 +11,6 @@
 
 namespace ferry {
 
-TensorImpl::TensorImpl(Storage storage, ScalarType dtype, IntArrayRef sizes, IntArrayRef strides,
-                       int64_t storage_offset)
-    : storage_(std::move(storage)),
-      sizes_(sizes),
-      strides_(strides),
-      storage_offset_(storage_offset),
-      itemsize_(element_size(dtype)),
-      device_(storage_.defined() ? storage_.device() : Device(DeviceType::CPU)),
-      dtype_(dtype) {
-  refresh_derived();
-}
-
 namespace {
 
 // The element count of `sizes`, raising ShapeError unless numel * itemsize fits int64: then
@@ -41,15 +29,27 @@ int64_t checked_dense_numel(IntArrayRef sizes, size_t itemsize) {
 
 }  // namespace
 
-void TensorImpl::set_sizes_and_strides(IntArrayRef sizes, IntArrayRef strides) {
-  checked_dense_numel(sizes, itemsize_);  // before anything changes
-  sizes_ = DimVector(sizes);
-  strides_ = DimVector(strides);
-  refresh_derived();
+TensorImpl::TensorImpl(Storage storage, ScalarType dtype, IntArrayRef sizes, IntArrayRef strides,
+                       int64_t storage_offset)
+    : storage_(std::move(storage)),
+      sizes_(sizes),
+      strides_(strides),
+      storage_offset_(storage_offset),
+      itemsize_(element_size(dtype)),
+      device_(storage_.defined() ? storage_.device() : Device(DeviceType::CPU)),
+      dtype_(dtype) {
+  refresh_derived(checked_dense_numel(sizes_, itemsize_));
 }
 
-void TensorImpl::refresh_derived() {
-  numel_ = checked_dense_numel(sizes_, itemsize_);
+void TensorImpl::set_sizes_and_strides(IntArrayRef sizes, IntArrayRef strides) {
+  const int64_t numel = checked_dense_numel(sizes, itemsize_);  // before anything changes
+  sizes_ = DimVector(sizes);
+  strides_ = DimVector(strides);
+  refresh_derived(numel);
+}
+
+void TensorImpl::refresh_derived(int64_t numel) {
+  numel_ = numel;
   is_contiguous_ = compute_contiguous(sizes_, strides_);
 }
 

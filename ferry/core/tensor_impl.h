@@ -49,7 +49,8 @@ class TensorImpl : public RefCounted {
   void set_requires_grad(bool v) { requires_grad_ = v; }
 
  private:
-  void refresh_derived();
+  // numel: the element count of sizes_, checked by the caller before it changed anything.
+  void refresh_derived(int64_t numel);
 
   Storage storage_;
   DimVector sizes_;
