@@ -180,12 +180,6 @@ std::chrono::nanoseconds SimBackend::cost(Link link, size_t nbytes) const {
   return std::chrono::nanoseconds(ns);
 }
 
-bool SimBackend::pinned_anywhere(const void* ptr, size_t nbytes) const {
-  // Own blocks first (no registry lookup); then page-locked memory of any other runtime, e.g. the
-  // CUDA blocks the pinned host allocator hands out on a machine with a GPU.
-  return memory_.is_pinned(ptr, nbytes) || ferry::is_pinned(ptr, nbytes);
-}
-
 void SimBackend::memset(int device, void* dst, int value, size_t nbytes) {
   RawStream stream = default_stream(device);
   memset_async(device, dst, value, nbytes, stream);
@@ -235,7 +229,7 @@ void SimBackend::memcpy_async(int device, void* dst, const void* src, size_t nby
                      describe(dst, d.device), " and source ", describe(src, r.device));
       op.device_sides = kDstIsDevice;
       link = Link::HostToDevice;
-      pinned = pinned_anywhere(src, nbytes);
+      pinned = ferry::is_pinned(src, nbytes);  // by any runtime: CUDA's blocks count too
       break;
     case CopyKind::DeviceToHost:
       FERRY_CHECK_AS(DeviceError, r.device == device && d.device < 0, "sim:", device,
@@ -244,7 +238,7 @@ void SimBackend::memcpy_async(int device, void* dst, const void* src, size_t nby
                      describe(src, r.device), " and destination ", describe(dst, d.device));
       op.device_sides = kSrcIsDevice;
       link = Link::DeviceToHost;
-      pinned = pinned_anywhere(dst, nbytes);
+      pinned = ferry::is_pinned(dst, nbytes);
       break;
     case CopyKind::DeviceToDevice:
       FERRY_CHECK_AS(DeviceError,

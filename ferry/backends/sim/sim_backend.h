@@ -94,8 +94,6 @@ class SimBackend final : public Backend {
   void drain_all_streams() const;
   void apply(const SimConfig& config);  // caller holds config_mutex_
   std::chrono::nanoseconds cost(Link link, size_t nbytes) const;
-  // Whether a host range is page-locked by this backend or by any other registered one.
-  bool pinned_anywhere(const void* ptr, size_t nbytes) const;
 
   mutable std::mutex config_mutex_;
   SimConfig config_;
