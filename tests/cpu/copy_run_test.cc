@@ -261,6 +261,10 @@ TEST_F(CopyRun, LargeProblemsMatchTheOracle) {
       {{n, n}, {1, n}, {n, 1}, kFloat32, kFloat32},
       {{2048, 2048}, {1, 2048}, {2048, 1}, kBFloat16, kFloat32},
       {{2048, 2048}, {1, 2048}, {2048, 1}, kBFloat16, kBFloat16},
+      // Two-pass strips (16-bit dst) with a short last chunk, then a single-pass strip at the end
+      // (1120 = 17 x 64 + 32 rows; blocks of 256 columns end in 96 = 64 + 32).
+      {{1120, 1120}, {1, 1120}, {1120, 1}, kBFloat16, kBFloat16},
+      {{1120, 1120}, {1, 1120}, {1120, 1}, kFloat16, kFloat32},
       {{2048, 1100}, {1, 2048}, {0, 1}, kFloat32, kFloat32},
       {{2048, 1100}, {1, 2048}, {2, 4100}, kFloat32, kFloat32},
       {{64, 3136, 11}, {1, 64, 64 * 3136}, {3136, 1, 64 * 3136}, kFloat32, kFloat32},

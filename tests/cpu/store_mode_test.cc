@@ -3,6 +3,7 @@
 // with ragged edges (rows and columns past the last whole streaming step), on every SIMD target.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -110,8 +111,9 @@ TEST_F(StoreModePlan, StreamsPastTheThresholdOfTheWayTheKernelWrites) {
 }
 
 // Transposes forced to stream, with dst rows padded to whole lines so that the tiles stream
-// directly, and sizes ragged against the streaming steps: the grouped runs, the ordinary-store
-// leftovers and the strided edges must all agree with the oracle.
+// directly (and dst moved off its line, so that they go through run_copy's buffer), and sizes
+// ragged against the streaming steps: the grouped runs, the ordinary-store leftovers and the
+// strided edges must all agree with the oracle.
 TEST(StoreModeRun, StreamingTransposesWithRaggedEdgesOnEveryTarget) {
   SCOPED_TRACE(ferry::testing::seed_trace());
   auto rng = ferry::testing::test_rng();
@@ -145,16 +147,17 @@ TEST(StoreModeRun, StreamingTransposesWithRaggedEdgesOnEveryTarget) {
           const auto dst_bytes = static_cast<size_t>(cols * dst_row * ds);
           std::vector<unsigned char> before(dst_bytes);
           for (auto& b : before) b = static_cast<unsigned char>(rng());
+          size_t misalign = 0;  // dst off its 64-byte line: the tiles go through the buffer
           auto run = [&](const CopyPlan* plan) {
-            Buffer dst(dst_bytes, 0);
-            dst.set_contents(before);
+            Buffer dst(dst_bytes, misalign);
+            std::copy(before.begin(), before.end(), dst.data());
             p.dst = reinterpret_cast<char*>(dst.data());
             if (plan == nullptr) {
               testing::naive_copy(p);
             } else {
               run_copy(p, *plan);
             }
-            return dst.contents();
+            return std::vector<unsigned char>(dst.data(), dst.data() + dst_bytes);
           };
           SCOPED_TRACE(testing::describe_problem(p));
           const auto expected = run(nullptr);
@@ -162,9 +165,13 @@ TEST(StoreModeRun, StreamingTransposesWithRaggedEdgesOnEveryTarget) {
           ASSERT_EQ(plan.kind, CopyKernelKind::Transpose);
           for (bool stream : {true, false}) {
             for (int threads : {1, 2}) {
-              plan.stream = stream;
-              plan.threads = threads;
-              ASSERT_EQ(testing::first_difference(expected, run(&plan)), "") << plan.describe();
+              for (size_t offset : {size_t{0}, static_cast<size_t>(ds)}) {
+                misalign = offset;
+                plan.stream = stream;
+                plan.threads = threads;
+                ASSERT_EQ(testing::first_difference(expected, run(&plan)), "")
+                    << plan.describe() << ", dst " << offset << " bytes past a line";
+              }
             }
           }
         }

@@ -102,12 +102,16 @@ CopyPlan plan_copy(const CopyProblem& p) {
     plan.block_rows = (std::max(step, line_rows) + step - 1) / step * step;
     if (fused) {
       plan.block_cols = tuning::kTransposeCols;
-      // Few columns (NHWC -> NCHW: 64 channels): taller blocks, fewer calls per byte.
+      // Few columns (NHWC -> NCHW: 64 channels): taller blocks, fewer calls per byte, but at
+      // most what run_copy's buffer holds of a tile column, should dst turn out unaligned.
       const int64_t cols = p.sizes[plan.src_fast_dim];
       if (cols < plan.block_cols) {
         const int64_t width = (cols + step - 1) / step * step;
-        plan.block_rows *=
-            std::clamp<int64_t>(plan.block_cols / width, 1, tuning::kTransposeMaxRowScale);
+        const int64_t buffer_rows =
+            tuning::kTransposeBufferBytes / (step * std::max(dst_size, src_size));
+        const int64_t max_scale =
+            std::clamp<int64_t>(buffer_rows / plan.block_rows, 1, tuning::kTransposeMaxRowScale);
+        plan.block_rows *= std::clamp<int64_t>(plan.block_cols / width, 1, max_scale);
         plan.block_cols = width;
       }
     } else {

@@ -69,4 +69,19 @@ inline constexpr int64_t kTransposeBufferBytes = int64_t{16} << 10;
 // the best of 3 to 8 (docs/kernels.md has the sweep).
 inline constexpr int64_t kTransposePrefetchBytes = 256;
 
+// Note [transpose passes]
+// With 16-bit (and 8-bit) dst elements, a strip of 32 src rows gives each dst row a single
+// 64-byte line, and single streamed lines scattered over dst rows are the slowest write pattern
+// on both development machines (on the Zen 5 one the 4096 x 4096 bfloat16 transpose wrote at
+// 13 GB/s that way, half its read speed). 64 src rows read side by side are too many streams.
+// So such strips are 64 rows read in two passes of 32: the first fills the first line of each
+// dst row's run in an L1 scratch, the second the second, kTransposeChunkCols columns at a time;
+// the finished runs (two lines each) stream out while the next chunk is read. That took the
+// bfloat16 transpose from 0.50x to 0.81x memcpy at one thread. 64 columns was the best of 32 to
+// 256: longer chunks leave the scratch to the L2 and the streaming stores in bursts (streaming
+// a whole 128-column chunk at once, rather than a few runs per step, was slower than no passes).
+// Each row is then read a chunk at a time, so its lines are prefetched one chunk ahead, its next
+// visit: 128 bytes for bfloat16 (0.84x against 0.82x at 256, four runs each), 256 for float32.
+inline constexpr int64_t kTransposeChunkCols = 64;
+
 }  // namespace ferry::cpu::tuning

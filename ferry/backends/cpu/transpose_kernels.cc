@@ -26,6 +26,7 @@ namespace {
 namespace hn = hwy::HWY_NAMESPACE;
 using kernels::TransposeOp;
 using kernels::TransposeRect;
+using tuning::kTransposeChunkCols;
 using tuning::kTransposePrefetchBytes;
 using Byte = unsigned char;
 
@@ -182,17 +183,17 @@ HWY_INLINE void TransposeTile(const Byte* src, int64_t src_stride, Byte* dst, in
   });
 }
 
-// Streams kRunBytes (whole 64-byte lines) per row from an L1 scratch of kRows runs to dst rows
+// Streams kRunBytes (whole 64-byte lines) per row from an L1 scratch of `rows` runs to dst rows
 // dst_stride apart.
-template <size_t kRows, size_t kRunBytes>
-HWY_INLINE void StreamRuns(const Byte* scratch, Byte* dst, int64_t dst_stride) {
+template <size_t kRunBytes>
+HWY_INLINE void StreamRuns(const Byte* scratch, int64_t rows, Byte* dst, int64_t dst_stride) {
   const hn::CappedTag<uint8_t, 64> d;
   constexpr size_t kLanes = hn::MaxLanes(d);
   static_assert(kRunBytes % 64 == 0 && 64 % kLanes == 0, "whole lines, whole vectors");
-  for (size_t c = 0; c < kRows; ++c) {
+  for (int64_t c = 0; c < rows; ++c) {
     for (size_t k = 0; k < kRunBytes; k += kLanes) {
-      hn::Stream(hn::Load(d, scratch + c * kRunBytes + k), d,
-                 dst + static_cast<int64_t>(c) * dst_stride + static_cast<int64_t>(k));
+      hn::Stream(hn::Load(d, scratch + static_cast<size_t>(c) * kRunBytes + k), d,
+                 dst + c * dst_stride + static_cast<int64_t>(k));
     }
   }
 }
@@ -204,6 +205,8 @@ HWY_INLINE void StreamRuns(const Byte* scratch, Byte* dst, int64_t dst_stride) {
 //   run at full speed. But kRows tiles along i also mean kN * kRows src read streams, and the L2
 //   streamer follows 32, not 64: so at most 32 rows (two-line runs for float32 on AVX3 and AVX2,
 //   single lines for 16-bit dst elements), and at least a whole line (64 rows of 1-byte ones).
+// - When that still leaves single lines (16-bit and 8-bit dst elements), kPasses strips of those
+//   rows fill the halves of two-line runs (StreamStrip; Note [transpose passes]).
 // - kCols tiles along j read whole 64-byte src lines one right after the other (rows of a strip
 //   may be a multiple of 4 KiB apart and share one L1 set: a half-read line would be evicted
 //   before the next tile came back for its other half).
@@ -219,6 +222,13 @@ struct Grouping {
   static constexpr int64_t kRunBytes = kRows * kDstRowBytes;
   static constexpr int64_t kCols = kSrcRowBytes >= 64 ? 1 : 64 / kSrcRowBytes;
   static_assert(kRunBytes % kDstRowBytes == 0 && kRunBytes % 64 == 0, "whole lines per run");
+  // Strips whose runs are single lines (16-bit and 8-bit dst elements) are read in kPasses
+  // passes that fill the two halves of longer runs, kChunk columns at a time (Note [transpose
+  // passes] in copy_tuning.h).
+  static constexpr int64_t kPasses = kRunBytes >= 128 ? 1 : 128 / kRunBytes;
+  static constexpr int64_t kChunk =
+      kPasses == 1 ? kN * kCols
+                   : std::max<int64_t>(1, kTransposeChunkCols / (kN * kCols)) * kN * kCols;
 };
 
 // Tiles of [i0, i1) x [j0, j1), stored directly with ordinary stores. Not inlined: Tiles calls it
@@ -239,11 +249,83 @@ HWY_NOINLINE void DirectTiles(const TransposeRect& r, int64_t i0, int64_t i1, in
   }
 }
 
+// Streams one strip of kPasses * kN * kRows src rows, from row i, over `cols` columns (whole
+// steps). Each pass transposes kN * kRows of the rows into its part of the dst runs in `scratch`
+// (two chunks: kChunk runs of kPasses * kRunBytes each); a chunk's runs stream out while the next
+// chunk is read, a few after every step, so that reads and streaming stores stay interleaved.
+// With one pass a chunk is one step, streamed out right after it.
+template <class Op, int64_t kPasses>
+HWY_INLINE void StreamStrip(const TransposeRect& r, int64_t i, int64_t cols, Byte* scratch) {
+  using G = Grouping<Op>;
+  constexpr int64_t kN = G::kN;
+  constexpr int64_t kStepI = kN * G::kRows;
+  constexpr int64_t kStepJ = kN * G::kCols;
+  constexpr int64_t kRunBytes = kPasses * G::kRunBytes;
+  constexpr int64_t kChunk = kPasses == 1 ? kStepJ : G::kChunk;
+  constexpr int64_t kRunsPerStep = std::max<int64_t>(1, kStepJ / kPasses);
+  constexpr int64_t kStepSrcBytes = kStepJ * static_cast<int64_t>(Op::kSrcSize);
+  // How far ahead each row's lines are asked for: with passes, the row's next chunk.
+  constexpr int64_t kAhead =
+      kPasses == 1 ? kTransposePrefetchBytes : kChunk * static_cast<int64_t>(Op::kSrcSize);
+  const auto* src = reinterpret_cast<const Byte*>(r.src);
+  auto* dst = reinterpret_cast<Byte*>(r.dst);
+  const auto src_step = static_cast<int64_t>(Op::kSrcSize);
+  const auto dst_step = static_cast<int64_t>(Op::kDstSize);
+  const Byte* pending = nullptr;  // the previous chunk's runs not yet streamed
+  Byte* pending_dst = nullptr;
+  int64_t pending_runs = 0;
+  const auto drain = [&](int64_t n) {
+    n = std::min(n, pending_runs);
+    StreamRuns<static_cast<size_t>(kRunBytes)>(pending, n, pending_dst, r.dst_row_stride);
+    pending += n * kRunBytes;
+    pending_dst += n * r.dst_row_stride;
+    pending_runs -= n;
+  };
+  for (int64_t jc = 0; jc < cols; jc += kChunk) {
+    const int64_t jn = std::min(kChunk, cols - jc);
+    Byte* runs = scratch + (jc / kChunk) % 2 * kChunk * kRunBytes;
+    for (int64_t pass = 0; pass < kPasses; ++pass) {
+      const int64_t ip = i + pass * kStepI;
+      for (int64_t j = jc; j < jc + jn; j += kStepJ) {
+        // Each of the strip's rows is a read stream; ask for its lines a few steps ahead, into
+        // the L2 (Note [transpose prefetch] in copy_tuning.h). Prefetches never fault, so the
+        // last steps may name lines past the rows' ends.
+        const Byte* ahead = src + ip * r.src_row_stride + j * src_step + kAhead;
+        for (int64_t q = 0; q < kStepI; ++q) {
+          for (int64_t b = 0; b < kStepSrcBytes; b += 64) {
+            __builtin_prefetch(ahead + q * r.src_row_stride + b, /*rw=*/0, /*locality=*/2);
+          }
+        }
+        if (r.prefetch_next_strip) {
+          const Byte* next = src + (ip + kStepI) * r.src_row_stride + j * src_step;
+          for (int64_t q = 0; q < kStepI; ++q) hwy::Prefetch(next + q * r.src_row_stride);
+        }
+        Byte* out = runs + (j - jc) * kRunBytes + pass * G::kRunBytes;
+        for (int64_t g = 0; g < G::kRows; ++g) {
+          for (int64_t c = 0; c < G::kCols; ++c) {
+            TransposeTile<Op>(src + (ip + g * kN) * r.src_row_stride + (j + c * kN) * src_step,
+                              r.src_row_stride, out + c * kN * kRunBytes + g * G::kDstRowBytes,
+                              kRunBytes, false);
+          }
+        }
+        drain(kRunsPerStep);
+      }
+    }
+    drain(pending_runs);  // a short last chunk leaves some
+    pending = runs;
+    pending_dst = dst + jc * r.dst_row_stride + i * dst_step;
+    pending_runs = jn;
+    if constexpr (kPasses == 1) drain(pending_runs);
+  }
+  drain(pending_runs);
+}
+
 // Rows (i) outer, columns (j) inner: src is read along its rows, dst written a tile row at a
 // time. When streaming, tiles are grouped (Grouping) in an L1 scratch of whole dst runs first,
 // so that every non-temporal store writes whole lines (a partial line would cost a
-// read-modify-write in memory), two or more of them in a row. Rows and columns beyond the last
-// whole group (ragged problems) get ordinary stores.
+// read-modify-write in memory), two or more of them in a row. A last strip too short for all
+// passes streams single-line runs; rows and columns beyond the last whole step (ragged
+// problems) get ordinary stores.
 template <class Op>
 void Tiles(const TransposeRect& r) {
   using G = Grouping<Op>;
@@ -252,44 +334,19 @@ void Tiles(const TransposeRect& r) {
     DirectTiles<Op>(r, 0, r.rows, 0, r.cols);
     return;
   }
-  const auto* src = reinterpret_cast<const Byte*>(r.src);
-  auto* dst = reinterpret_cast<Byte*>(r.dst);
-  const auto src_step = static_cast<int64_t>(Op::kSrcSize);
-  const auto dst_step = static_cast<int64_t>(Op::kDstSize);
   constexpr int64_t kStepI = kN * G::kRows;
   constexpr int64_t kStepJ = kN * G::kCols;
-  const int64_t rows = r.rows / kStepI * kStepI;
   const int64_t cols = r.cols / kStepJ * kStepJ;
-  alignas(64) Byte scratch[kStepJ * G::kRunBytes];  // kStepJ dst runs
-  constexpr int64_t kStepSrcBytes = kStepJ * static_cast<int64_t>(Op::kSrcSize);
-  for (int64_t i = 0; i < rows; i += kStepI) {
-    for (int64_t j = 0; j < cols; j += kStepJ) {
-      // Each of the strip's rows is a read stream; ask for its lines a few steps ahead, into
-      // the L2 (Note [transpose prefetch] in copy_tuning.h). Prefetches never fault, so the
-      // last steps may name lines past the rows' ends.
-      const Byte* ahead = src + i * r.src_row_stride + j * src_step + kTransposePrefetchBytes;
-      for (int64_t q = 0; q < kStepI; ++q) {
-        for (int64_t b = 0; b < kStepSrcBytes; b += 64) {
-          __builtin_prefetch(ahead + q * r.src_row_stride + b, /*rw=*/0, /*locality=*/2);
-        }
-      }
-      if (r.prefetch_next_strip) {
-        const Byte* next = src + (i + kStepI) * r.src_row_stride + j * src_step;
-        for (int64_t q = 0; q < kStepI; ++q) hwy::Prefetch(next + q * r.src_row_stride);
-      }
-      for (int64_t g = 0; g < G::kRows; ++g) {
-        for (int64_t c = 0; c < G::kCols; ++c) {
-          TransposeTile<Op>(src + (i + g * kN) * r.src_row_stride + (j + c * kN) * src_step,
-                            r.src_row_stride, scratch + c * kN * G::kRunBytes + g * G::kDstRowBytes,
-                            G::kRunBytes, false);
-        }
-      }
-      StreamRuns<static_cast<size_t>(kStepJ), static_cast<size_t>(G::kRunBytes)>(
-          scratch, dst + j * r.dst_row_stride + i * dst_step, r.dst_row_stride);
-    }
+  alignas(64) Byte scratch[2 * G::kChunk * G::kPasses * G::kRunBytes];  // two chunks of runs
+  int64_t i = 0;
+  for (; i + G::kPasses * kStepI <= r.rows; i += G::kPasses * kStepI) {
+    StreamStrip<Op, G::kPasses>(r, i, cols, scratch);
   }
-  DirectTiles<Op>(r, 0, rows, cols, r.cols);
-  DirectTiles<Op>(r, rows, r.rows, 0, r.cols);
+  if constexpr (G::kPasses > 1) {
+    for (; i + kStepI <= r.rows; i += kStepI) StreamStrip<Op, 1>(r, i, cols, scratch);
+  }
+  DirectTiles<Op>(r, 0, i, cols, r.cols);
+  DirectTiles<Op>(r, i, r.rows, 0, r.cols);
 }
 
 template <class Op>
@@ -304,11 +361,12 @@ constexpr int StreamColsOf() {
   return static_cast<int>(G::kN * G::kCols);
 }
 
-// Rows (along i) one streaming step covers: enough tiles for a whole run per dst row.
+// Rows (along i) one streaming strip covers: enough tiles, and passes, for a whole run per dst
+// row.
 template <class Op>
 constexpr int StreamRowsOf() {
   using G = Grouping<Op>;
-  return static_cast<int>(G::kN * G::kRows);
+  return static_cast<int>(G::kN * G::kRows * G::kPasses);
 }
 
 // Calls fn.template operator()<Op>() for a runtime op; returns fallback for kNone.
