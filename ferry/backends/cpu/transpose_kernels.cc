@@ -229,6 +229,7 @@ struct Grouping {
   static constexpr int64_t kChunk =
       kPasses == 1 ? kN * kCols
                    : std::max<int64_t>(1, kTransposeChunkCols / (kN * kCols)) * kN * kCols;
+  static_assert(kChunk % (kN * kCols) == 0, "whole steps per chunk");
 };
 
 // Tiles of [i0, i1) x [j0, j1), stored directly with ordinary stores. Not inlined: Tiles calls it
@@ -253,15 +254,14 @@ HWY_NOINLINE void DirectTiles(const TransposeRect& r, int64_t i0, int64_t i1, in
 // steps). Each pass transposes kN * kRows of the rows into its part of the dst runs in `scratch`
 // (two chunks: kChunk runs of kPasses * kRunBytes each); a chunk's runs stream out while the next
 // chunk is read, a few after every step, so that reads and streaming stores stay interleaved.
-// With one pass a chunk is one step, streamed out right after it.
-template <class Op, int64_t kPasses>
+// With one pass a chunk is one step (Grouping::kChunk), streamed out right after it.
+template <class Op, int64_t kPasses, int64_t kChunk>
 HWY_INLINE void StreamStrip(const TransposeRect& r, int64_t i, int64_t cols, Byte* scratch) {
   using G = Grouping<Op>;
   constexpr int64_t kN = G::kN;
   constexpr int64_t kStepI = kN * G::kRows;
   constexpr int64_t kStepJ = kN * G::kCols;
   constexpr int64_t kRunBytes = kPasses * G::kRunBytes;
-  constexpr int64_t kChunk = kPasses == 1 ? kStepJ : G::kChunk;
   constexpr int64_t kRunsPerStep = std::max<int64_t>(1, kStepJ / kPasses);
   constexpr int64_t kStepSrcBytes = kStepJ * static_cast<int64_t>(Op::kSrcSize);
   // How far ahead each row's lines are asked for: with passes, the row's next chunk.
@@ -340,10 +340,10 @@ void Tiles(const TransposeRect& r) {
   alignas(64) Byte scratch[2 * G::kChunk * G::kPasses * G::kRunBytes];  // two chunks of runs
   int64_t i = 0;
   for (; i + G::kPasses * kStepI <= r.rows; i += G::kPasses * kStepI) {
-    StreamStrip<Op, G::kPasses>(r, i, cols, scratch);
+    StreamStrip<Op, G::kPasses, G::kChunk>(r, i, cols, scratch);
   }
   if constexpr (G::kPasses > 1) {
-    for (; i + kStepI <= r.rows; i += kStepI) StreamStrip<Op, 1>(r, i, cols, scratch);
+    for (; i + kStepI <= r.rows; i += kStepI) StreamStrip<Op, 1, kStepJ>(r, i, cols, scratch);
   }
   DirectTiles<Op>(r, 0, i, cols, r.cols);
   DirectTiles<Op>(r, i, r.rows, 0, r.cols);
