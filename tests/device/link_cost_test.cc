@@ -43,6 +43,12 @@ const char* path_name(Path path) {
   return "?";
 }
 
+struct Case {
+  Path path;
+  const char* setting;  // every link slow, then the link(s) under test cheap
+  float lower_ms;
+};
+
 class LinkCostTest : public SimTest {
  protected:
   static constexpr size_t kBytes = 100000;
@@ -79,6 +85,18 @@ class LinkCostTest : public SimTest {
     return start.elapsed_time(end);
   }
 
+  // For each case: sets `variable` to the case's setting alone, then times one copy along its
+  // path against the case's lower bound and the common upper bound.
+  void expect_charged(const char* variable, const std::vector<Case>& cases) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(path_name(c.path)) + ", " + variable + "=" + c.setting);
+      set({{variable, c.setting}});
+      const float ms = timed_copy(c.path);
+      EXPECT_GE(ms, c.lower_ms - 0.5F);
+      EXPECT_LT(ms, kUpperBoundMs);
+    }
+  }
+
   // Reconfigures the sim from FERRY_SIM_* values (peer access is disabled again).
   static void set(const std::map<std::string, std::string>& env) {
     sim::configure(config_from_env(env));
@@ -90,25 +108,13 @@ class LinkCostTest : public SimTest {
   PinnedBuffer host_{2 * kBytes};
 };
 
-struct Case {
-  Path path;
-  const char* setting;  // every link slow, then the link(s) under test cheap
-  float lower_ms;
-};
-
 TEST_F(LinkCostTest, LatencyIsChargedOnTheCopysOwnLink) {
   const std::vector<Case> cases = {
       {Path::kHostToDevice, "5s,h2d=60ms", 60},   {Path::kDeviceToHost, "5s,d2h=60ms", 60},
       {Path::kDeviceToDevice, "5s,d2d=60ms", 60}, {Path::kPeer, "5s,peer=60ms", 60},
       {Path::kPeerCopy, "5s,peer=60ms", 60},      {Path::kStaged, "5s,d2h=40ms,h2d=50ms", 90},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(std::string(path_name(c.path)) + ", FERRY_SIM_LATENCY=" + c.setting);
-    set({{"FERRY_SIM_LATENCY", c.setting}});
-    const float ms = timed_copy(c.path);
-    EXPECT_GE(ms, c.lower_ms - 0.5F);
-    EXPECT_LT(ms, kUpperBoundMs);
-  }
+  expect_charged("FERRY_SIM_LATENCY", cases);
 }
 
 TEST_F(LinkCostTest, BandwidthIsChargedOnTheCopysOwnLink) {
@@ -118,13 +124,7 @@ TEST_F(LinkCostTest, BandwidthIsChargedOnTheCopysOwnLink) {
       {Path::kDeviceToDevice, "10K,d2d=1M", 100}, {Path::kPeer, "10K,peer=1M", 100},
       {Path::kPeerCopy, "10K,peer=1M", 100},      {Path::kStaged, "10K,d2h=1M,h2d=2M", 150},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(std::string(path_name(c.path)) + ", FERRY_SIM_BANDWIDTH=" + c.setting);
-    set({{"FERRY_SIM_BANDWIDTH", c.setting}});
-    const float ms = timed_copy(c.path);
-    EXPECT_GE(ms, c.lower_ms - 0.5F);
-    EXPECT_LT(ms, kUpperBoundMs);
-  }
+  expect_charged("FERRY_SIM_BANDWIDTH", cases);
 }
 
 TEST_F(LinkCostTest, CostIsLatencyPlusBytesOverBandwidth) {
