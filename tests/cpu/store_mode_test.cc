@@ -110,10 +110,37 @@ TEST_F(StoreModePlan, StreamsPastTheThresholdOfTheWayTheKernelWrites) {
   EXPECT_FALSE(plan_copy(problem({2 * n}, {2}, {1})).stream);
 }
 
-// Transposes forced to stream, with dst rows padded to whole lines so that the tiles stream
-// directly (and dst moved off its line, so that they go through run_copy's buffer), and sizes
-// ragged against the streaming steps: the grouped runs, the ordinary-store leftovers and the
-// strided edges must all agree with the oracle.
+TEST_F(StoreModePlan, StreamingTransposesGoByPanelsWhenDstRowsAreOffTheirLines) {
+  if (tuning::stream_thresholds().scattered > 16 * kMiB) {
+    GTEST_SKIP() << "FERRY_STREAM_THRESHOLD set to a large value";
+  }
+  if (simd_targets().front() == "SCALAR") GTEST_SKIP() << "no register tiles on SCALAR";
+  // 3008 float32 elements are 188 lines: every row starts on a line. 3000 are 187.5.
+  const CopyPlan lined = plan_copy(problem({3008, 3008}, {1, 3008}, {3008, 1}));
+  ASSERT_TRUE(lined.stream);
+  EXPECT_FALSE(lined.panel);
+  EXPECT_EQ(lined.describe().find("by panels"), std::string::npos) << lined.describe();
+  const CopyPlan off = plan_copy(problem({3000, 3000}, {1, 3000}, {3000, 1}));
+  ASSERT_TRUE(off.stream);
+  EXPECT_TRUE(off.panel);
+  EXPECT_EQ(off.block_rows, tuning::kTransposePanelRows);
+  EXPECT_NE(off.describe().find("by panels"), std::string::npos) << off.describe();
+  // Lined-up rows, but dst itself off its line (the plan looks at the address only).
+  CopyProblem shifted = problem({3008, 3008}, {1, 3008}, {3008, 1});
+  alignas(64) static char base[128];
+  shifted.dst = base + 4;
+  EXPECT_TRUE(plan_copy(shifted).panel);
+  shifted.dst = base + 64;
+  EXPECT_FALSE(plan_copy(shifted).panel);
+  // Ordinary stores need no panels.
+  EXPECT_FALSE(plan_copy(problem({100, 100}, {1, 100}, {100, 1})).panel);
+}
+
+// Transposes forced to stream, with dst rows padded to whole lines so that the tiles stream by
+// strips (and dst moved off its line, or rows not padded, so that they stream by panels: every
+// row then starts at its own offset in a line), and sizes ragged against the streaming steps:
+// the grouped runs, the carried lines, the ordinary-store leftovers and the strided edges must
+// all agree with the oracle.
 TEST(StoreModeRun, StreamingTransposesWithRaggedEdgesOnEveryTarget) {
   SCOPED_TRACE(ferry::testing::seed_trace());
   auto rng = ferry::testing::test_rng();
@@ -122,8 +149,8 @@ TEST(StoreModeRun, StreamingTransposesWithRaggedEdgesOnEveryTarget) {
                                  {kFloat32, kBFloat16},      {kFloat32, kFloat16},
                                  {kUInt8, kUInt8},           {kFloat64, kFloat64},
                                  {kComplex128, kComplex128}, {kInt32, kFloat32}};
-  const int64_t rows_list[] = {16, 48, 100, 129};  // along i (dst contiguous)
-  const int64_t cols_list[] = {33, 64, 300};       // along j (src contiguous)
+  const int64_t rows_list[] = {16, 48, 100, 129, 300};  // along i (dst contiguous)
+  const int64_t cols_list[] = {33, 64, 300};            // along j (src contiguous)
   for (const std::string& target : simd_targets()) {
     set_simd_target(target);
     SCOPED_TRACE(target);
@@ -133,44 +160,48 @@ TEST(StoreModeRun, StreamingTransposesWithRaggedEdgesOnEveryTarget) {
       const auto ss = static_cast<int64_t>(element_size(s));
       for (int64_t rows : rows_list) {
         for (int64_t cols : cols_list) {
-          const int64_t dst_row = (rows * ds + 127) / 64 * 64 / ds;  // padded, whole lines
-          const int64_t src_row = cols + 3;
-          CopyProblem p;
-          p.sizes = {rows, cols};
-          p.dst_strides = {ds, dst_row * ds};
-          p.src_strides = {src_row * ss, ss};
-          p.dst_dtype = d;
-          p.src_dtype = s;
-          Buffer src(static_cast<size_t>(rows * src_row * ss), 0);
-          testing::fill_values(rng, s, src.data(), rows * src_row);
-          p.src = reinterpret_cast<const char*>(src.data());
-          const auto dst_bytes = static_cast<size_t>(cols * dst_row * ds);
-          std::vector<unsigned char> before(dst_bytes);
-          for (auto& b : before) b = static_cast<unsigned char>(rng());
-          size_t misalign = 0;  // dst off its 64-byte line: the tiles go through the buffer
-          auto run = [&](const CopyPlan* plan) {
-            Buffer dst(dst_bytes, misalign);
-            std::copy(before.begin(), before.end(), dst.data());
-            p.dst = reinterpret_cast<char*>(dst.data());
-            if (plan == nullptr) {
-              testing::naive_copy(p);
-            } else {
-              run_copy(p, *plan);
-            }
-            return std::vector<unsigned char>(dst.data(), dst.data() + dst_bytes);
-          };
-          SCOPED_TRACE(testing::describe_problem(p));
-          const auto expected = run(nullptr);
-          CopyPlan plan = plan_copy(p);
-          ASSERT_EQ(plan.kind, CopyKernelKind::Transpose);
-          for (bool stream : {true, false}) {
-            for (int threads : {1, 2}) {
-              for (size_t offset : {size_t{0}, static_cast<size_t>(ds)}) {
-                misalign = offset;
-                plan.stream = stream;
-                plan.threads = threads;
-                ASSERT_EQ(testing::first_difference(expected, run(&plan)), "")
-                    << plan.describe() << ", dst " << offset << " bytes past a line";
+          for (bool padded : {true, false}) {
+            // Padded to whole lines, or one element more than the rows (each row off by its own
+            // offset).
+            const int64_t dst_row = padded ? (rows * ds + 127) / 64 * 64 / ds : rows + 1;
+            const int64_t src_row = cols + 3;
+            CopyProblem p;
+            p.sizes = {rows, cols};
+            p.dst_strides = {ds, dst_row * ds};
+            p.src_strides = {src_row * ss, ss};
+            p.dst_dtype = d;
+            p.src_dtype = s;
+            Buffer src(static_cast<size_t>(rows * src_row * ss), 0);
+            testing::fill_values(rng, s, src.data(), rows * src_row);
+            p.src = reinterpret_cast<const char*>(src.data());
+            const auto dst_bytes = static_cast<size_t>(cols * dst_row * ds);
+            std::vector<unsigned char> before(dst_bytes);
+            for (auto& b : before) b = static_cast<unsigned char>(rng());
+            size_t misalign = 0;  // dst off its 64-byte line: the tiles stream by panels
+            auto run = [&](const CopyPlan* plan) {
+              Buffer dst(dst_bytes, misalign);
+              std::copy(before.begin(), before.end(), dst.data());
+              p.dst = reinterpret_cast<char*>(dst.data());
+              if (plan == nullptr) {
+                testing::naive_copy(p);
+              } else {
+                run_copy(p, *plan);
+              }
+              return std::vector<unsigned char>(dst.data(), dst.data() + dst_bytes);
+            };
+            SCOPED_TRACE(testing::describe_problem(p));
+            const auto expected = run(nullptr);
+            CopyPlan plan = plan_copy(p);
+            ASSERT_EQ(plan.kind, CopyKernelKind::Transpose);
+            for (bool stream : {true, false}) {
+              for (int threads : {1, 2}) {
+                for (size_t offset : {size_t{0}, static_cast<size_t>(ds)}) {
+                  misalign = offset;
+                  plan.stream = stream;
+                  plan.threads = threads;
+                  ASSERT_EQ(testing::first_difference(expected, run(&plan)), "")
+                      << plan.describe() << ", dst " << offset << " bytes past a line";
+                }
               }
             }
           }

@@ -88,15 +88,19 @@ struct TransposeRect {
   int64_t src_row_stride = 0;
   int64_t dst_row_stride = 0;
   TransposeOp op = TransposeOp::kNone;
-  // Non-temporal stores of whole runs of 64-byte lines per dst row, for the rows and columns
-  // covered by whole streaming steps (transpose_stream_rows x transpose_stream_cols); the rest
-  // gets ordinary stores. The caller guarantees dst is 64-byte aligned and dst_row_stride a
-  // multiple of 64.
+  // Non-temporal stores of whole 64-byte lines. By strips (panel false): runs of whole lines per
+  // dst row, for the rows and columns covered by whole streaming steps (transpose_stream_rows x
+  // transpose_stream_cols), the rest with ordinary stores; the caller guarantees dst is 64-byte
+  // aligned and dst_row_stride a multiple of 64. By panels (panel true): any dst; each dst row's
+  // first and last partial line, and the rows past the last whole panel step, get ordinary
+  // stores (Note [transpose panels] in copy_tuning.h).
   bool stream = false;
   // Streaming: prefetch the next strip's src rows (the next rows along i) while reading this
   // one, worth it when src rows are short: the prefetchers do not follow a strip's column-wise
   // walk through them. May touch addresses past the rectangle (prefetches never fault).
   bool prefetch_next_strip = false;
+  // Streaming: by panels rather than strips (see `stream`).
+  bool panel = false;
 };
 
 // The register tile edge (in elements) of `op` on the current SIMD target; 0 if not vectorized.

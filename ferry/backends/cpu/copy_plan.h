@@ -59,6 +59,9 @@ struct CopyPlan {
   int64_t block_cols = 0;
   int64_t tile_rows = 0;
   int64_t tile_cols = 0;
+  // Transpose with streaming stores, dst rows off their 64-byte lines: the tiles stream by
+  // panels, each dst row front to back (docs/kernels.md, "Transposes"), not by strips.
+  bool panel = false;
   // Chunks the work is split into (1: runs on the calling thread).
   int threads = 1;
   // Non-temporal (streaming) stores for the output, chosen from its size per thread and the
@@ -71,6 +74,10 @@ struct CopyPlan {
   // One line for `ferry explain`.
   std::string describe() const;
 };
+
+// Whether dst's rows (its runs along dim 0) all start on a 64-byte line: dst itself and every
+// other dim's stride are multiples of 64 bytes.
+bool dst_rows_on_lines(const CopyProblem& problem);
 
 // Chooses the kernel; cheap enough to call on every copy (no allocation).
 CopyPlan plan_copy(const CopyProblem& problem);

@@ -1,7 +1,8 @@
 // plan_copy: picks the kernel, the transpose blocking and the thread count for a coalesced
-// CopyProblem, from its strides alone. Cheap enough for every copy_ (about 5 ns): no
-// allocation, no loop longer than the rank, the SIMD target's name cached.
+// CopyProblem, from its strides and dst's alignment. Cheap enough for every copy_ (about 5 ns):
+// no allocation, no loop longer than the rank, the SIMD target's name cached.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 
 #include "ferry/backends/cpu/copy_kernels.h"
@@ -35,16 +36,26 @@ std::string CopyPlan::describe() const {
   if (kind == CopyKernelKind::Transpose) {
     len = std::snprintf(
         buf, sizeof(buf),
-        "Transpose (src fast dim %d, block %lldx%lld, tile %lldx%lld), %d thread%s, %s stores, %s",
+        "Transpose (src fast dim %d, block %lldx%lld, tile %lldx%lld%s), %d thread%s, %s stores, "
+        "%s",
         src_fast_dim, static_cast<long long>(block_rows), static_cast<long long>(block_cols),
-        static_cast<long long>(tile_rows), static_cast<long long>(tile_cols), threads,
-        threads == 1 ? "" : "s", stream ? "streaming" : "ordinary", simd_target);
+        static_cast<long long>(tile_rows), static_cast<long long>(tile_cols),
+        panel ? ", by panels" : "", threads, threads == 1 ? "" : "s",
+        stream ? "streaming" : "ordinary", simd_target);
   } else {
     len = std::snprintf(buf, sizeof(buf), "%s, %d thread%s, %s stores, %s", copy_kernel_name(kind),
                         threads, threads == 1 ? "" : "s", stream ? "streaming" : "ordinary",
                         simd_target);
   }
   return std::string(buf, static_cast<size_t>(std::max(len, 0)));
+}
+
+bool dst_rows_on_lines(const CopyProblem& p) {
+  if (reinterpret_cast<uintptr_t>(p.dst) % 64 != 0) return false;
+  for (int d = 1; d < p.ndim(); ++d) {
+    if (p.dst_strides[d] % 64 != 0) return false;
+  }
+  return true;
 }
 
 CopyPlan plan_copy(const CopyProblem& p) {
@@ -84,6 +95,7 @@ CopyPlan plan_copy(const CopyProblem& p) {
     plan.kind = src0 == 0 ? CopyKernelKind::Broadcast : CopyKernelKind::Strided;
   }
 
+  bool fused_transpose = false;
   if (plan.kind == CopyKernelKind::Transpose) {
     kernels::TransposeOp op = kernels::transpose_op(p.dst_dtype, p.src_dtype);
     // Fused: the tiles convert on the way (else they move src's elements into a buffer and
@@ -91,6 +103,7 @@ CopyPlan plan_copy(const CopyProblem& p) {
     const bool fused =
         op != kernels::TransposeOp::kNone && !flags.any() && kernels::transpose_tile(op) > 0;
     if (!fused) op = kernels::transpose_copy_op(static_cast<size_t>(src_size));
+    fused_transpose = fused;
     const int64_t tile = kernels::transpose_tile(op);
     plan.tile_rows = plan.tile_cols = tile;
     // Rows: one streaming step when the tiles stream (a run of whole dst lines per dst row),
@@ -102,16 +115,12 @@ CopyPlan plan_copy(const CopyProblem& p) {
     plan.block_rows = (std::max(step, line_rows) + step - 1) / step * step;
     if (fused) {
       plan.block_cols = tuning::kTransposeCols;
-      // Few columns (NHWC -> NCHW: 64 channels): taller blocks, fewer calls per byte, but at
-      // most what run_copy's buffer holds of a tile column, should dst turn out unaligned.
+      // Few columns (NHWC -> NCHW: 64 channels): taller blocks, fewer calls per byte.
       const int64_t cols = p.sizes[plan.src_fast_dim];
       if (cols < plan.block_cols) {
         const int64_t width = (cols + step - 1) / step * step;
-        const int64_t buffer_rows =
-            tuning::kTransposeBufferBytes / (step * std::max(dst_size, src_size));
-        const int64_t max_scale =
-            std::clamp<int64_t>(buffer_rows / plan.block_rows, 1, tuning::kTransposeMaxRowScale);
-        plan.block_rows *= std::clamp<int64_t>(plan.block_cols / width, 1, max_scale);
+        plan.block_rows *=
+            std::clamp<int64_t>(plan.block_cols / width, 1, tuning::kTransposeMaxRowScale);
         plan.block_cols = width;
       }
     } else {
@@ -137,6 +146,14 @@ CopyPlan plan_copy(const CopyProblem& p) {
     const int64_t threshold =
         plan.kind == CopyKernelKind::Transpose ? limits.scattered : limits.sequential;
     plan.stream = out_bytes / plan.threads >= threshold;
+  }
+  // Streaming tiles need dst rows that start on a line (every block's rows then do); others
+  // stream by panels, each down a tall block (Note [transpose panels] in copy_tuning.h).
+  if (plan.kind == CopyKernelKind::Transpose && plan.stream && fused_transpose &&
+      !dst_rows_on_lines(p)) {
+    plan.panel = true;
+    plan.block_rows = tuning::kTransposePanelRows;
+    plan.block_cols = tuning::kTransposeCols;
   }
   return plan;
 }

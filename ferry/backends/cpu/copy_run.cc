@@ -1,7 +1,8 @@
 // run_copy: executes a CopyPlan. Row kernels walk dst's dim 0 in runs; the transpose walks
-// strips of (dim 0 x src's contiguous dim), register tiles inside, conversion folded in or done
-// from an L1 buffer, edges as strided runs. Work is split in contiguous ranges across
-// plan.threads chunks; with one chunk the thread pool is never touched.
+// blocks of (dim 0 x src's contiguous dim), register tiles inside (streaming by strips or by
+// panels), conversion folded in or done from an L1 buffer, edges as strided runs. Work is split
+// in contiguous ranges across plan.threads chunks; with one chunk the thread pool is never
+// touched.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -76,9 +77,8 @@ struct Transpose {
   TransposeOp op = TransposeOp::kNone;  // tile op: fused conversion, or a copy of src elements
   bool fused = false;                   // op writes dst's dtype (else a conversion follows)
   int64_t tile = 0;
-  int64_t stream_rows = 0;  // direct streaming: rows per step (a whole run per dst row)
   bool stream = false;
-  bool direct = false;      // tiles store straight to dst (else through the L1 buffer)
+  bool panel = false;       // streaming tiles go by panels (dst rows off their lines)
   bool short_rows = false;  // whole src rows per block, at most kShortRowBytes apart
   int64_t row_blocks = 0, col_groups = 1, outer = 1;
   bool rows_outermost = false;  // loop order, see run()
@@ -93,23 +93,8 @@ struct Transpose {
     int64_t done_j = bj_t;
     if (fused) {
       if (bi_t > 0 && bj_t > 0) {
-        if (direct) {
-          kernels::transpose_tiles(
-              {src, dst, bi_t, bj_t, src_i, dst_j, op, stream, stream && short_rows});
-        } else {
-          // Through the buffer, as many whole tile columns at a time as it holds.
-          const int64_t row_bytes = bi_t * dst_size;
-          const int64_t chunk = static_cast<int64_t>(kBufferBytes) / row_bytes / tile * tile;
-          for (int64_t j0 = 0; j0 < bj_t; j0 += chunk) {
-            const int64_t m = std::min(chunk, bj_t - j0);
-            kernels::transpose_tiles(
-                {src + j0 * src_size, buffer, bi_t, m, src_i, row_bytes, op, false});
-            for (int64_t j = 0; j < m; ++j) {
-              kernels::copy_bytes(dst + (j0 + j) * dst_j, buffer + j * row_bytes,
-                                  static_cast<size_t>(row_bytes), stream);
-            }
-          }
-        }
+        kernels::transpose_tiles(
+            {src, dst, bi_t, bj_t, src_i, dst_j, op, stream, stream && short_rows, panel});
       }
     } else {
       // Transpose src elements into the buffer (dst's layout, src's dtype), then convert rows.
@@ -197,20 +182,18 @@ Transpose make_transpose(const CopyProblem& p, const CopyPlan& plan, ConjNeg fla
     t.tile = kernels::transpose_tile(t.op);
   }
   t.stream = stream;
-  // Streaming straight from the tiles needs every block's dst rows to start on a cache line
-  // (else the rows go through the buffer and a streaming copy that peels to the boundary), and
-  // blocks of whole streaming steps (the tiles give a ragged last block ordinary stores).
-  t.stream_rows = kernels::transpose_stream_rows(t.op);
-  bool aligned = reinterpret_cast<uintptr_t>(p.dst) % 64 == 0 && t.dst_j % 64 == 0 &&
-                 t.stream_rows > 0 && t.block_rows % t.stream_rows == 0 &&
-                 t.block_rows * t.dst_size % 64 == 0;
-  for (int d = 1; d < p.ndim(); ++d) aligned = aligned && p.dst_strides[d] % 64 == 0;
-  t.direct = t.fused && (!stream || aligned);
-  // The buffer holds at least a tile column of a block (fused) or a whole block (converting).
-  const int64_t buffered_cols = t.fused ? std::max<int64_t>(t.tile, 1) : t.block_cols;
+  // Fused tiles store straight to dst. Streaming by strips needs every block's dst rows to start
+  // on a cache line, and blocks of whole streaming steps (the tiles give a ragged last block
+  // ordinary stores); otherwise the tiles stream by panels, whatever the plan says (a plan made
+  // for another problem stays correct).
+  const int64_t stream_rows = kernels::transpose_stream_rows(t.op);
+  const bool strips_fit = dst_rows_on_lines(p) && stream_rows > 0 &&
+                          t.block_rows % stream_rows == 0 && t.block_rows * t.dst_size % 64 == 0;
+  t.panel = t.fused && stream && (plan.panel || !strips_fit);
+  // Converting after the move goes through the buffer, a whole block at a time.
   FERRY_CHECK(t.block_rows > 0 && t.block_cols > 0 &&
-                  (t.direct || t.block_rows * buffered_cols * std::max(t.dst_size, t.src_size) <=
-                                   static_cast<int64_t>(Transpose::kBufferBytes)),
+                  (t.fused || t.block_rows * t.block_cols * std::max(t.dst_size, t.src_size) <=
+                                  static_cast<int64_t>(Transpose::kBufferBytes)),
               "run_copy: transpose block ", t.block_rows, "x", t.block_cols,
               " does not fit the kernel's buffer");
   // Whole src rows per block, close together (NHWC -> NCHW: 256-byte pixels), strips in order.

@@ -84,4 +84,29 @@ inline constexpr int64_t kTransposePrefetchBytes = 256;
 // visit: 128 bytes for bfloat16 (0.84x against 0.82x at 256, four runs each), 256 for float32.
 inline constexpr int64_t kTransposeChunkCols = 64;
 
+// Note [transpose panels]
+// Streaming stores must write whole lines, and the strips above give each dst row a run that
+// starts and ends where the strip does. When dst rows do not start on a line boundary (a row
+// stride that is not a multiple of 64 bytes, as 3000 float32 elements; or dst itself off its
+// line), those runs start and end mid-line in most rows. Those partial lines took ordinary
+// stores, and the line's other half came from the next strip, long after the line had left the
+// caches: each was read from memory, then written twice (3000 x 3000 float32 at 0.44x memcpy).
+// Such transposes stream by panels instead: kTransposePanelSrcBytes of each src row (at most
+// kTransposePanelMaxCols columns), read row after row down the whole block (kTransposePanelRows
+// rows), in steps that give each dst row a 128-byte run. Each dst row of the panel is then
+// written front to back: a step streams the whole lines it completes and carries the row's
+// partial last line, in an L1 scratch, to the next step. Only a row's first and last line in
+// each block take ordinary stores. That took 3000 x 3000 float32 from 3.7 to 2.4 ms at one
+// thread, float32 -> bfloat16 from 2.9 to 1.7 ms (docs/kernels.md, "Panels"). Reading 256 bytes
+// of each row was better than 128, 512 no better; streaming a step's runs out while the next
+// step is read, no better than after it. Asking for each row's lines 16 rows ahead beat 32, 64
+// and 128 in `ferry bench` (transpose2d_f32_to_bf16_3000: 0.63x memcpy against 0.57x at 32;
+// 0.60x without). Blocks of 256 rows were worse than 1024 (more partial lines), longer ones no
+// better. On line-aligned rows the strips stay: the panels' row-after-row reads are slow when
+// rows are a power of two apart (4096 x 4096 float32: 25 GB/s against 42).
+inline constexpr int64_t kTransposePanelSrcBytes = 256;
+inline constexpr int64_t kTransposePanelMaxCols = 128;
+inline constexpr int64_t kTransposePanelAheadRows = 16;
+inline constexpr int64_t kTransposePanelRows = 1024;
+
 }  // namespace ferry::cpu::tuning

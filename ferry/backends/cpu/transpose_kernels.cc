@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -27,6 +28,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 using kernels::TransposeOp;
 using kernels::TransposeRect;
 using tuning::kTransposeChunkCols;
+using tuning::kTransposePanelAheadRows;
+using tuning::kTransposePanelMaxCols;
+using tuning::kTransposePanelSrcBytes;
 using tuning::kTransposePrefetchBytes;
 using Byte = unsigned char;
 
@@ -320,18 +324,116 @@ HWY_INLINE void StreamStrip(const TransposeRect& r, int64_t i, int64_t cols, Byt
   drain(pending_runs);
 }
 
+// How a panel step groups tiles (Note [transpose panels] in copy_tuning.h): kRowTiles tiles
+// along i give each dst row a run of 128 bytes, and a panel is kPanelCols columns (j) wide,
+// kTransposePanelSrcBytes of each src row. Its scratch row holds the line carried over from the
+// previous step, then the step's run.
+template <class Op>
+struct PanelGrouping {
+  static constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(typename Op::D()));
+  static constexpr int64_t kSrcSize = static_cast<int64_t>(Op::kSrcSize);
+  static constexpr int64_t kTileDstBytes = kN * static_cast<int64_t>(Op::kDstSize);
+  static constexpr int64_t kRowTiles = kTileDstBytes >= 128 ? 1 : 128 / kTileDstBytes;
+  static constexpr int64_t kStepRows = kN * kRowTiles;
+  static constexpr int64_t kRunBytes = kRowTiles * kTileDstBytes;
+  static constexpr int64_t kScratchRowBytes = 64 + kRunBytes;
+  static constexpr int64_t kPanelCols = std::max<int64_t>(
+      kN, std::min(kTransposePanelSrcBytes / kSrcSize, kTransposePanelMaxCols) / kN * kN);
+  static_assert(kRunBytes % 64 == 0, "whole lines per run");
+};
+
+// Streams the whole lines of a dst row that one step completes: from the line holding the row's
+// element `at` to the one holding the end of the step's `run` bytes, taking the first line's
+// leading bytes from the line the scratch row carries (on the rect's first step, that line is
+// not ours: its bytes from `at` on take ordinary stores instead). Then carries the 64 bytes up to
+// the run's end (the partial last line, and whatever precedes it) into the scratch row.
+HWY_INLINE void StreamCarried(Byte* scratch_row, Byte* at, int64_t run, bool first) {
+  const hn::CappedTag<uint8_t, 64> d;
+  constexpr auto kLanes = static_cast<int64_t>(hn::MaxLanes(d));
+  const auto skew = static_cast<int64_t>(reinterpret_cast<uintptr_t>(at) % 64);
+  const int64_t whole = (skew + run) / 64 * 64;  // bytes of whole lines, from at - skew
+  Byte* line = at - skew;
+  int64_t k = 0;
+  if (first && skew != 0) {
+    std::memcpy(at, scratch_row + 64, static_cast<size_t>(std::min(64 - skew, run)));
+    k = 64;
+  }
+  for (; k < whole; k += kLanes) {
+    hn::Stream(hn::LoadU(d, scratch_row + 64 - skew + k), d, line + k);
+  }
+  if ((skew + run) % 64 != 0) {
+    for (k = 0; k < 64; k += kLanes) {
+      hn::Store(hn::LoadU(d, scratch_row + run + k), d, scratch_row + k);
+    }
+  }
+}
+
+// Streams a transpose whose dst rows need not start on a cache line, a panel of columns at a
+// time: all of the rect's rows top to bottom, kStepRows per step (fewer in the last), so that
+// each dst row of the panel is written front to back (Note [transpose panels]).
+template <class Op>
+HWY_NOINLINE void PanelTiles(const TransposeRect& r) {
+  using G = PanelGrouping<Op>;
+  constexpr int64_t kN = G::kN;
+  const auto* src = reinterpret_cast<const Byte*>(r.src);
+  auto* dst = reinterpret_cast<Byte*>(r.dst);
+  const auto dst_step = static_cast<int64_t>(Op::kDstSize);
+  alignas(64) Byte scratch[G::kPanelCols * G::kScratchRowBytes];
+  for (int64_t j0 = 0; j0 < r.cols; j0 += G::kPanelCols) {
+    const int64_t width = std::min(G::kPanelCols, r.cols - j0);
+    const Byte* panel = src + j0 * G::kSrcSize;
+    for (int64_t i = 0; i < r.rows; i += G::kStepRows) {
+      // Each src row is read once per panel, kTransposePanelSrcBytes at a time: ask for the
+      // step's rows kTransposePanelAheadRows ahead. Prefetches never fault; the last steps may
+      // name rows past the rect.
+      const Byte* ahead = panel + (i + kTransposePanelAheadRows) * r.src_row_stride;
+      for (int64_t q = 0; q < G::kStepRows; ++q) {
+        for (int64_t b = 0; b < width * G::kSrcSize; b += 64) {
+          __builtin_prefetch(ahead + q * r.src_row_stride + b, /*rw=*/0, /*locality=*/2);
+        }
+      }
+      const int64_t tiles = std::min(G::kRowTiles, (r.rows - i) / kN);  // rows: whole tiles
+      for (int64_t g = 0; g < tiles; ++g) {
+        for (int64_t c = 0; c < width; c += kN) {
+          TransposeTile<Op>(panel + (i + g * kN) * r.src_row_stride + c * G::kSrcSize,
+                            r.src_row_stride,
+                            scratch + c * G::kScratchRowBytes + 64 + g * G::kTileDstBytes,
+                            G::kScratchRowBytes, false);
+        }
+      }
+      for (int64_t c = 0; c < width; ++c) {
+        StreamCarried(scratch + c * G::kScratchRowBytes,
+                      dst + (j0 + c) * r.dst_row_stride + i * dst_step, tiles * G::kTileDstBytes,
+                      i == 0);
+      }
+    }
+    // Each row's last partial line, from the carried one, with ordinary stores (only the rect's
+    // bytes: a short rect may not reach back to the line's start).
+    for (int64_t c = 0; c < width; ++c) {
+      Byte* end = dst + (j0 + c) * r.dst_row_stride + r.rows * dst_step;
+      const auto skew = static_cast<int64_t>(reinterpret_cast<uintptr_t>(end) % 64);
+      const int64_t n = std::min(skew, r.rows * dst_step);
+      std::memcpy(end - n, scratch + c * G::kScratchRowBytes + 64 - n, static_cast<size_t>(n));
+    }
+  }
+}
+
 // Rows (i) outer, columns (j) inner: src is read along its rows, dst written a tile row at a
 // time. When streaming, tiles are grouped (Grouping) in an L1 scratch of whole dst runs first,
 // so that every non-temporal store writes whole lines (a partial line would cost a
 // read-modify-write in memory), two or more of them in a row. A last strip too short for all
 // passes streams single-line runs; rows and columns beyond the last whole step (ragged
-// problems) get ordinary stores.
+// problems) get ordinary stores. Streaming by panels (dst rows off their lines) is PanelTiles.
 template <class Op>
 void Tiles(const TransposeRect& r) {
   using G = Grouping<Op>;
   constexpr int64_t kN = G::kN;
   if (!r.stream) {
     DirectTiles<Op>(r, 0, r.rows, 0, r.cols);
+    return;
+  }
+  if (r.panel) {
+    PanelTiles<Op>(r);
     return;
   }
   constexpr int64_t kStepI = kN * G::kRows;
