@@ -115,14 +115,14 @@ struct Transpose {
         }
       }
     }
-    // Edges: the rows below the tiles (all columns), then the columns right of them.
-    for (int64_t i = done_i; i < bi; ++i) {
-      kernels::strided_run(p.dst_dtype, p.src_dtype, dst + i * dst_size, dst_j, src + i * src_i,
-                           src_size, bj, flags);
-    }
-    for (int64_t j = done_j; j < bj; ++j) {
-      kernels::strided_run(p.dst_dtype, p.src_dtype, dst + j * dst_j, dst_size, src + j * src_size,
-                           src_i, done_i, flags);
+    // Edges, along dst's rows: the rows below the tiles in the tiles' columns, whole columns right
+    // of them. (Along src's rows, a bottom edge would scatter every store over the dst rows.)
+    for (int64_t j = 0; j < bj; ++j) {
+      const int64_t i0 = j < done_j ? done_i : 0;
+      if (i0 < bi) {
+        kernels::strided_run(p.dst_dtype, p.src_dtype, dst + j * dst_j + i0 * dst_size, dst_size,
+                             src + i0 * src_i + j * src_size, src_i, bi - i0, flags);
+      }
     }
   }
 
