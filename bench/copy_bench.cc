@@ -229,6 +229,14 @@ std::vector<Spec> copy_cases(bool quick) {
   c.push_back(make("transpose2d_bf16_" + side, Layout::Transpose2D, {n, n}, kBFloat16, kBFloat16));
   c.push_back(
       make("transpose2d_f32_to_bf16_" + side, Layout::Transpose2D, {n, n}, kFloat32, kBFloat16));
+  // A side whose rows do not fill whole cache lines (3000 float32 elements are 187.5 lines): dst
+  // rows start mid-line, and streaming stores go by panels.
+  const int64_t odd = quick ? 1000 : 3000;
+  const std::string odd_side = std::to_string(odd);
+  c.push_back(
+      make("transpose2d_f32_" + odd_side, Layout::Transpose2D, {odd, odd}, kFloat32, kFloat32));
+  c.push_back(make("transpose2d_f32_to_bf16_" + odd_side, Layout::Transpose2D, {odd, odd}, kFloat32,
+                   kBFloat16));
   const std::string nchw = std::to_string(batch) + "x64x56x56";
   c.push_back(make("nchw_to_nhwc_f32_" + nchw, Layout::ToChannelsLast, {batch, 64, 56, 56},
                    kFloat32, kFloat32));
