@@ -221,21 +221,25 @@ TEST_F(DispatcherTest, SignatureMismatchNamesBothSignatures) {
 }
 
 TEST_F(DispatcherTest, SignatureMustFitTheSchema) {
-  auto def = D().def("test::fit(Tensor(a!) self, bool flag) -> Tensor(a!)");
+  // typed<>() fixes the operator's C++ signature for good (handles taken from it may outlive
+  // every registration), so each run of this test (--gtest_repeat) takes a fresh name.
+  static int run = 0;
+  const std::string name = "test::fit" + std::to_string(run++);
+  auto def = D().def(name + "(Tensor(a!) self, bool flag) -> Tensor(a!)");
   EXPECT_CONTAINS(message_of([&] {
-                    auto k = D().impl("test::fit", K::CPU,
-                                      [](Tensor& t, int64_t) -> Tensor& { return t; });
+                    auto k =
+                        D().impl(name, K::CPU, [](Tensor& t, int64_t) -> Tensor& { return t; });
                   }),
                   "argument 2 ('flag') is bool in the schema, but its C++ type is int");
   EXPECT_CONTAINS(message_of([&] {
-                    auto k = D().impl("test::fit", K::CPU,
-                                      [](const Tensor& t, bool) -> Tensor { return t; });
+                    auto k =
+                        D().impl(name, K::CPU, [](const Tensor& t, bool) -> Tensor { return t; });
                   }),
                   "argument 1 ('self') is written by the operator (Tensor(a!)), so its C++ "
                   "type must be Tensor&");
-  EXPECT_CONTAINS(message_of([&] { D().find("test::fit").typed<Tensor&(Tensor&)>(); }),
+  EXPECT_CONTAINS(message_of([&] { D().find(name).typed<Tensor&(Tensor&)>(); }),
                   "the C++ signature has 1 argument(s), the schema 2");
-  EXPECT_NO_THROW(D().find("test::fit").typed<Tensor&(Tensor&, bool)>());
+  EXPECT_NO_THROW(D().find(name).typed<Tensor&(Tensor&, bool)>());
 }
 
 TEST_F(DispatcherTest, KernelsMayComeBeforeTheDefinition) {
