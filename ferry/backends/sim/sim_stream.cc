@@ -91,6 +91,9 @@ void SimStream::shutdown() {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
     work_cv_.notify_one();
+    // An idle worker may be spinning on the hint rather than waiting on the condition: move the
+    // hint too, so that it stops at once instead of after its spin.
+    enqueued_hint_.fetch_add(1, std::memory_order_release);
     // A host function stopping its own stream: the worker finishes the queue after it returns.
     if (worker_.joinable() && worker_.get_id() == std::this_thread::get_id()) return;
   }

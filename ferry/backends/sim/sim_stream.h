@@ -110,7 +110,8 @@ class SimStream : public std::enable_shared_from_this<SimStream> {
   mutable std::condition_variable done_cv_;  // waiters wait for completions here
   std::deque<SimOp> queue_;
   uint64_t enqueued_ = 0;
-  std::atomic<uint64_t> enqueued_hint_{0};  // enqueued_, readable without the lock (spinning)
+  // Changes on every enqueue and on shutdown: what an idle worker spins on, without the lock.
+  std::atomic<uint64_t> enqueued_hint_{0};
   std::atomic<uint64_t> completed_{0};
   mutable int done_waiters_ = 0;
   bool worker_idle_ = false;
