@@ -144,18 +144,32 @@ TEST_F(StoreModePlan, StreamingTransposesGoByPanelsWhenDstRowsAreOffTheirLines) 
 TEST(StoreModeRun, StreamingTransposesWithRaggedEdgesOnEveryTarget) {
   SCOPED_TRACE(ferry::testing::seed_trace());
   auto rng = ferry::testing::test_rng();
-  const ScalarType pairs[][2] = {{kFloat32, kFloat32},       {kBFloat16, kBFloat16},
-                                 {kBFloat16, kFloat32},      {kFloat16, kFloat32},
-                                 {kFloat32, kBFloat16},      {kFloat32, kFloat16},
-                                 {kUInt8, kUInt8},           {kFloat64, kFloat64},
-                                 {kComplex128, kComplex128}, {kInt32, kFloat32}};
+  struct Pair {
+    ScalarType d, s;
+    bool conj = false, neg = false;
+  };
+  // Fused, converted first (with conj/neg too: applied in the buffer, then streamed), converted
+  // after (16-byte complex), and strided.
+  const Pair pairs[] = {{kFloat32, kFloat32},
+                        {kBFloat16, kBFloat16},
+                        {kBFloat16, kFloat32},
+                        {kFloat16, kFloat32},
+                        {kFloat32, kBFloat16},
+                        {kFloat32, kFloat16},
+                        {kUInt8, kUInt8},
+                        {kFloat64, kFloat64},
+                        {kComplex128, kComplex128},
+                        {kInt32, kFloat32},
+                        {kFloat32, kFloat32, false, true},
+                        {kComplex64, kComplex64, true, false},
+                        {kComplex128, kComplex64, true, true}};
   const int64_t rows_list[] = {16, 48, 100, 129, 300};  // along i (dst contiguous)
   const int64_t cols_list[] = {33, 64, 300};            // along j (src contiguous)
   for (const std::string& target : simd_targets()) {
     set_simd_target(target);
     SCOPED_TRACE(target);
-    for (const auto& pair : pairs) {
-      const ScalarType d = pair[0], s = pair[1];
+    for (const Pair& pair : pairs) {
+      const ScalarType d = pair.d, s = pair.s;
       const auto ds = static_cast<int64_t>(element_size(d));
       const auto ss = static_cast<int64_t>(element_size(s));
       for (int64_t rows : rows_list) {
@@ -171,6 +185,8 @@ TEST(StoreModeRun, StreamingTransposesWithRaggedEdgesOnEveryTarget) {
             p.src_strides = {src_row * ss, ss};
             p.dst_dtype = d;
             p.src_dtype = s;
+            p.conj = pair.conj;
+            p.neg = pair.neg;
             Buffer src(static_cast<size_t>(rows * src_row * ss), 0);
             testing::fill_values(rng, s, src.data(), rows * src_row);
             p.src = reinterpret_cast<const char*>(src.data());

@@ -11,6 +11,10 @@
 #include "ferry/core/small_vector.h"
 
 namespace ferry::cpu {
+namespace kernels {
+enum class TransposeOp : int8_t;  // copy_kernels.h
+struct ConjNeg;
+}  // namespace kernels
 
 // One copy after broadcasting, dimension reordering and coalescing.
 // Invariants (the TensorIterator's postconditions):
@@ -49,6 +53,25 @@ enum class CopyKernelKind : int8_t {
 
 const char* copy_kernel_name(CopyKernelKind kind);
 
+// How a transpose converts (docs/kernels.md, "Transposes"), chosen from the dtypes and conj/neg
+// bits alone, the same way by plan_copy and run_copy:
+// - kFused: the tiles convert on the way (same dtype, or float32 <-> bfloat16/half), no conj/neg;
+// - kConvertFirst: rows of src are converted into an L1 buffer in dst's dtype, conj/neg applied
+//   there, then tiles of dst's element size move the buffer to dst (so conj/neg need no second
+//   pass over dst, and the output may stream);
+// - kMoveFirst: tiles of src's element size move src into the buffer, whose rows are then
+//   converted into dst (dst's element size has no tiles: 16-byte complex);
+// - kStrided: no tiles for either size on this target: strided runs through the buffer.
+enum class TransposeRoute : int8_t { kFused, kConvertFirst, kMoveFirst, kStrided };
+const char* transpose_route_name(TransposeRoute route);
+TransposeRoute transpose_route(const CopyProblem& problem);
+// Whether a kernel can stream its output with these conj/neg bits (they are applied in place
+// after the conversion, except by transposes that convert first, in their buffer).
+bool stream_allows(CopyKernelKind kind, TransposeRoute route, kernels::ConjNeg flags);
+// The tile op of a route: the fused conversion, or a move of dst's (converted first) or src's
+// elements.
+kernels::TransposeOp transpose_tile_op(const CopyProblem& problem, TransposeRoute route);
+
 struct CopyPlan {
   CopyKernelKind kind = CopyKernelKind::Strided;
   // Transpose: the dim along which src is unit-stride (dst is unit-stride along dim 0).
@@ -59,6 +82,8 @@ struct CopyPlan {
   int64_t block_cols = 0;
   int64_t tile_rows = 0;
   int64_t tile_cols = 0;
+  // Transpose: how it converts.
+  TransposeRoute route = TransposeRoute::kFused;
   // Transpose with streaming stores, dst rows off their 64-byte lines: the tiles stream by
   // panels, each dst row front to back (docs/kernels.md, "Transposes"), not by strips.
   bool panel = false;

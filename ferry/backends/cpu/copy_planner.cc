@@ -36,18 +36,65 @@ std::string CopyPlan::describe() const {
   if (kind == CopyKernelKind::Transpose) {
     len = std::snprintf(
         buf, sizeof(buf),
-        "Transpose (src fast dim %d, block %lldx%lld, tile %lldx%lld%s), %d thread%s, %s stores, "
-        "%s",
-        src_fast_dim, static_cast<long long>(block_rows), static_cast<long long>(block_cols),
-        static_cast<long long>(tile_rows), static_cast<long long>(tile_cols),
-        panel ? ", by panels" : "", threads, threads == 1 ? "" : "s",
-        stream ? "streaming" : "ordinary", simd_target);
+        "Transpose (src fast dim %d, %s, block %lldx%lld, tile %lldx%lld%s), %d thread%s, %s "
+        "stores, %s",
+        src_fast_dim, transpose_route_name(route), static_cast<long long>(block_rows),
+        static_cast<long long>(block_cols), static_cast<long long>(tile_rows),
+        static_cast<long long>(tile_cols), panel ? ", by panels" : "", threads,
+        threads == 1 ? "" : "s", stream ? "streaming" : "ordinary", simd_target);
   } else {
     len = std::snprintf(buf, sizeof(buf), "%s, %d thread%s, %s stores, %s", copy_kernel_name(kind),
                         threads, threads == 1 ? "" : "s", stream ? "streaming" : "ordinary",
                         simd_target);
   }
   return std::string(buf, static_cast<size_t>(std::max(len, 0)));
+}
+
+bool stream_allows(CopyKernelKind kind, TransposeRoute route, kernels::ConjNeg flags) {
+  return !flags.any() ||
+         (kind == CopyKernelKind::Transpose && route == TransposeRoute::kConvertFirst);
+}
+
+const char* transpose_route_name(TransposeRoute route) {
+  switch (route) {
+    case TransposeRoute::kFused:
+      return "fused";
+    case TransposeRoute::kConvertFirst:
+      return "converted first";
+    case TransposeRoute::kMoveFirst:
+      return "converted after";
+    case TransposeRoute::kStrided:
+      return "strided";
+  }
+  return "?";
+}
+
+TransposeRoute transpose_route(const CopyProblem& p) {
+  const kernels::ConjNeg flags = kernels::effective_conj_neg(p.dst_dtype, p.conj, p.neg);
+  const kernels::TransposeOp fused = kernels::transpose_op(p.dst_dtype, p.src_dtype);
+  if (fused != kernels::TransposeOp::kNone && !flags.any() && kernels::transpose_tile(fused) > 0) {
+    return TransposeRoute::kFused;
+  }
+  const auto tiles_of = [](ScalarType t) {
+    const kernels::TransposeOp op = kernels::transpose_copy_op(element_size(t));
+    return op != kernels::TransposeOp::kNone && kernels::transpose_tile(op) > 0;
+  };
+  if (tiles_of(p.dst_dtype)) return TransposeRoute::kConvertFirst;
+  if (tiles_of(p.src_dtype)) return TransposeRoute::kMoveFirst;
+  return TransposeRoute::kStrided;
+}
+
+kernels::TransposeOp transpose_tile_op(const CopyProblem& p, TransposeRoute route) {
+  switch (route) {
+    case TransposeRoute::kFused:
+      return kernels::transpose_op(p.dst_dtype, p.src_dtype);
+    case TransposeRoute::kConvertFirst:
+      return kernels::transpose_copy_op(element_size(p.dst_dtype));
+    case TransposeRoute::kMoveFirst:
+    case TransposeRoute::kStrided:
+      return kernels::transpose_copy_op(element_size(p.src_dtype));
+  }
+  return kernels::TransposeOp::kNone;
 }
 
 bool dst_rows_on_lines(const CopyProblem& p) {
@@ -95,25 +142,22 @@ CopyPlan plan_copy(const CopyProblem& p) {
     plan.kind = src0 == 0 ? CopyKernelKind::Broadcast : CopyKernelKind::Strided;
   }
 
-  bool fused_transpose = false;
   if (plan.kind == CopyKernelKind::Transpose) {
-    kernels::TransposeOp op = kernels::transpose_op(p.dst_dtype, p.src_dtype);
-    // Fused: the tiles convert on the way (else they move src's elements into a buffer and
-    // the conversion runs from there). run_copy makes the same choice.
-    const bool fused =
-        op != kernels::TransposeOp::kNone && !flags.any() && kernels::transpose_tile(op) > 0;
-    if (!fused) op = kernels::transpose_copy_op(static_cast<size_t>(src_size));
-    fused_transpose = fused;
+    plan.route = transpose_route(p);
+    const kernels::TransposeOp op = transpose_tile_op(p, plan.route);
+    // The tiles store to dst (fused, or moving what was converted first), or to the buffer.
+    const bool direct =
+        plan.route == TransposeRoute::kFused || plan.route == TransposeRoute::kConvertFirst;
     const int64_t tile = kernels::transpose_tile(op);
     plan.tile_rows = plan.tile_cols = tile;
-    // Rows: one streaming step when the tiles stream (a run of whole dst lines per dst row),
-    // else whole dst lines per strip, in whole tiles. Columns: a fixed width, or what the
-    // buffer holds when the conversion runs from it.
+    // Rows: one streaming step when the tiles store to dst (a run of whole dst lines per dst
+    // row), else whole dst lines per strip, in whole tiles. Columns: a fixed width, or what the
+    // buffer holds when the conversion goes through it.
     const int64_t step = std::max<int64_t>(tile, 1);
     const int64_t line_rows =
-        std::max<int64_t>(fused ? kernels::transpose_stream_rows(op) : 0, 64 / dst_size);
+        std::max<int64_t>(direct ? kernels::transpose_stream_rows(op) : 0, 64 / dst_size);
     plan.block_rows = (std::max(step, line_rows) + step - 1) / step * step;
-    if (fused) {
+    if (plan.route == TransposeRoute::kFused) {
       plan.block_cols = tuning::kTransposeCols;
       // Few columns (NHWC -> NCHW: 64 channels): taller blocks, fewer calls per byte.
       const int64_t cols = p.sizes[plan.src_fast_dim];
@@ -124,8 +168,10 @@ CopyPlan plan_copy(const CopyProblem& p) {
         plan.block_cols = width;
       }
     } else {
-      const int64_t fit =
-          tuning::kTransposeBufferBytes / (plan.block_rows * std::max(dst_size, src_size));
+      // The buffer holds a block in dst's dtype (converted first) or in src's (moved first).
+      const int64_t held =
+          plan.route == TransposeRoute::kConvertFirst ? dst_size : std::max(dst_size, src_size);
+      const int64_t fit = tuning::kTransposeBufferBytes / (plan.block_rows * held);
       plan.block_cols = std::max<int64_t>(step, fit / step * step);
     }
   }
@@ -139,9 +185,11 @@ CopyPlan plan_copy(const CopyProblem& p) {
   }
   // Store mode: streaming stores for a contiguous output once each thread's part of it is past
   // the threshold of the way the kernel writes (copy_tuning.h). conj/neg are applied in place
-  // after the conversion, so they need the output cached.
+  // after the conversion, so they need the output cached, except in a transpose that converts
+  // first: there they are applied in its buffer.
   const int64_t out_bytes = numel * dst_size;
-  if (out_bytes >= tuning::kStreamMinBytes && dst0 == dst_size && !flags.any()) {
+  if (out_bytes >= tuning::kStreamMinBytes && dst0 == dst_size &&
+      stream_allows(plan.kind, plan.route, flags)) {
     const tuning::StreamThresholds& limits = tuning::stream_thresholds();
     const int64_t threshold =
         plan.kind == CopyKernelKind::Transpose ? limits.scattered : limits.sequential;
@@ -149,8 +197,8 @@ CopyPlan plan_copy(const CopyProblem& p) {
   }
   // Streaming tiles need dst rows that start on a line (every block's rows then do); others
   // stream by panels, each down a tall block (Note [transpose panels] in copy_tuning.h).
-  if (plan.kind == CopyKernelKind::Transpose && plan.stream && fused_transpose &&
-      !dst_rows_on_lines(p)) {
+  if (plan.kind == CopyKernelKind::Transpose && plan.stream &&
+      plan.route == TransposeRoute::kFused && !dst_rows_on_lines(p)) {
     plan.panel = true;
     plan.block_rows = tuning::kTransposePanelRows;
     plan.block_cols = tuning::kTransposeCols;

@@ -74,8 +74,8 @@ struct Transpose {
   int64_t src_i = 0, dst_j = 0;  // the strided side of each operand, bytes
   int64_t dst_size = 0, src_size = 0;
   int64_t block_rows = 0, block_cols = 0;
-  TransposeOp op = TransposeOp::kNone;  // tile op: fused conversion, or a copy of src elements
-  bool fused = false;                   // op writes dst's dtype (else a conversion follows)
+  TransposeRoute route = TransposeRoute::kFused;
+  TransposeOp op = TransposeOp::kNone;  // the route's tile op (transpose_tile_op)
   int64_t tile = 0;
   bool stream = false;
   bool panel = false;       // streaming tiles go by panels (dst rows off their lines)
@@ -91,10 +91,31 @@ struct Transpose {
     const int64_t bj_t = tile > 0 ? bj / tile * tile : 0;
     int64_t done_i = bi_t;  // rows [0, done_i) x cols [0, done_j) come from the tiles
     int64_t done_j = bj_t;
-    if (fused) {
+    if (route == TransposeRoute::kFused) {
       if (bi_t > 0 && bj_t > 0) {
         kernels::transpose_tiles(
             {src, dst, bi_t, bj_t, src_i, dst_j, op, stream, stream && short_rows, panel});
+      }
+    } else if (route == TransposeRoute::kConvertFirst) {
+      // src's rows converted into the buffer in dst's dtype, conj/neg applied there, as many
+      // whole tile columns at a time as it holds; then moved to dst by the tiles.
+      const int64_t chunk =
+          std::max<int64_t>(tile, static_cast<int64_t>(kBufferBytes) /
+                                      (std::max<int64_t>(bi_t, 1) * dst_size) / tile * tile);
+      for (int64_t j0 = 0; bi_t > 0 && j0 < bj_t; j0 += chunk) {
+        const int64_t m = std::min(chunk, bj_t - j0);
+        for (int64_t i = 0; i < bi_t; ++i) {
+          // The row's next stretch, a chunk ahead (Note [transpose prefetch]: the prefetchers
+          // do not keep up with a strip's rows read side by side).
+          const char* row = src + i * src_i + j0 * src_size;
+          for (int64_t b = 0; b < m * src_size; b += 64) {
+            __builtin_prefetch(row + m * src_size + b, /*rw=*/0, /*locality=*/2);
+          }
+          kernels::convert_contiguous(p.dst_dtype, p.src_dtype, buffer + i * m * dst_size, row, m,
+                                      flags);
+        }
+        kernels::transpose_tiles(
+            {buffer, dst + j0 * dst_j, bi_t, m, m * dst_size, dst_j, op, stream, false, panel});
       }
     } else {
       // Transpose src elements into the buffer (dst's layout, src's dtype), then convert rows.
@@ -172,15 +193,11 @@ Transpose make_transpose(const CopyProblem& p, const CopyPlan& plan, ConjNeg fla
   t.src_size = static_cast<int64_t>(element_size(p.src_dtype));
   t.block_rows = plan.block_rows;
   t.block_cols = plan.block_cols;
-  t.op = kernels::transpose_op(p.dst_dtype, p.src_dtype);
-  t.fused = t.op != TransposeOp::kNone && !flags.any();
-  if (!t.fused) t.op = kernels::transpose_copy_op(static_cast<size_t>(t.src_size));
+  // The route from the problem itself, as plan_copy chose it (a plan made for another problem
+  // must not make the tiles skip a conversion or conj/neg).
+  t.route = transpose_route(p);
+  t.op = transpose_tile_op(p, t.route);
   t.tile = kernels::transpose_tile(t.op);
-  if (t.tile == 0 && t.fused) {  // no vector tiles on this target: convert from the buffer
-    t.fused = false;
-    t.op = kernels::transpose_copy_op(static_cast<size_t>(t.src_size));
-    t.tile = kernels::transpose_tile(t.op);
-  }
   t.stream = stream;
   // Fused tiles store straight to dst. Streaming by strips needs every block's dst rows to start
   // on a cache line, and blocks of whole streaming steps (the tiles give a ragged last block
@@ -189,11 +206,16 @@ Transpose make_transpose(const CopyProblem& p, const CopyPlan& plan, ConjNeg fla
   const int64_t stream_rows = kernels::transpose_stream_rows(t.op);
   const bool strips_fit = dst_rows_on_lines(p) && stream_rows > 0 &&
                           t.block_rows % stream_rows == 0 && t.block_rows * t.dst_size % 64 == 0;
-  t.panel = t.fused && stream && (plan.panel || !strips_fit);
-  // Converting after the move goes through the buffer, a whole block at a time.
+  const bool direct = t.route == TransposeRoute::kFused || t.route == TransposeRoute::kConvertFirst;
+  t.panel = direct && stream && (plan.panel || !strips_fit);
+  // The buffer holds a tile column of a block in dst's dtype (converted first), or a whole block
+  // (converted after).
+  const int64_t buffered = t.route == TransposeRoute::kFused ? 0
+                           : t.route == TransposeRoute::kConvertFirst
+                               ? t.block_rows * t.tile * t.dst_size
+                               : t.block_rows * t.block_cols * std::max(t.dst_size, t.src_size);
   FERRY_CHECK(t.block_rows > 0 && t.block_cols > 0 &&
-                  (t.fused || t.block_rows * t.block_cols * std::max(t.dst_size, t.src_size) <=
-                                  static_cast<int64_t>(Transpose::kBufferBytes)),
+                  buffered <= static_cast<int64_t>(Transpose::kBufferBytes),
               "run_copy: transpose block ", t.block_rows, "x", t.block_cols,
               " does not fit the kernel's buffer");
   // Whole src rows per block, close together (NHWC -> NCHW: 256-byte pixels), strips in order.
@@ -236,10 +258,11 @@ void run_copy(const CopyProblem& p, const CopyPlan& plan) {
     FERRY_CHECK(plan.src_fast_dim > 0 && plan.src_fast_dim < p.ndim(),
                 "run_copy: a Transpose plan needs src_fast_dim in [1, ", p.ndim(), "), but got ",
                 plan.src_fast_dim);
-    const Transpose t = make_transpose(p, plan, flags, stream);
+    const Transpose t = make_transpose(
+        p, plan, flags, plan.stream && stream_allows(plan.kind, transpose_route(p), flags));
     split(plan.threads, t.units(), [&](int64_t lo, int64_t hi) {
       t.run(lo, hi);
-      if (stream) kernels::stream_fence();  // Note [streaming stores]
+      if (t.stream) kernels::stream_fence();  // Note [streaming stores]
     });
     return;
   }
