@@ -103,7 +103,7 @@ TEST_F(Explain, TransposeKernelPrintsTilingAndThreads) {
   std::string out = explain("--shape 64,48 --permute 1,0 --threads 1", &status);
   EXPECT_EQ(status, 0) << out;
   EXPECT_THAT(out, HasSubstr("coalesced              [64, 48]                 [4, 256]"));
-  EXPECT_THAT(out, HasSubstr("kernel: Transpose (src fast dim 1, fused, block "));
+  EXPECT_THAT(out, HasSubstr("kernel: Transpose (src fast dim 1, "));
   EXPECT_THAT(
       out, HasSubstr("kernel: " + planned({64, 48}, {1, 0}, ferry::kFloat32, ferry::kFloat32, 1) +
                      "\n"));
@@ -113,7 +113,7 @@ TEST_F(Explain, TransposeKernelPrintsTilingAndThreads) {
   out = explain("--shape 1024,1024 --permute 1,0 --dst-dtype bf16 --threads 2", &status);
   EXPECT_EQ(status, 0) << out;
   EXPECT_THAT(out, HasSubstr("conversion: float32 -> bfloat16"));
-  EXPECT_THAT(out, HasSubstr("kernel: Transpose (src fast dim 1, fused, block "));
+  EXPECT_THAT(out, HasSubstr("kernel: Transpose (src fast dim 1, "));
   EXPECT_THAT(
       out, HasSubstr("kernel: " +
                      planned({1024, 1024}, {1, 0}, ferry::kFloat32, ferry::kBFloat16, 2) + "\n"));
