@@ -98,9 +98,8 @@ inline constexpr int64_t kTransposeChunkCols = 64;
 // partial last line, in an L1 scratch, to the next step. Only a row's first and last line in
 // each block take ordinary stores. That took 3000 x 3000 float32 from 3.7 to 2.4 ms at one
 // thread, float32 -> bfloat16 from 2.9 to 1.7 ms (docs/kernels.md, "Panels"). Reading 256 bytes
-// of each row was better than 128, 512 no better; streaming a step's runs out while the next
-// step is read, no better than after it. Asking for each row's lines 16 rows ahead beat 32, 64
-// and 128 in `ferry bench` (transpose2d_f32_to_bf16_3000: 0.63x memcpy against 0.57x at 32;
+// of each row was better than 128, 512 no better. Asking for each row's lines 16 rows ahead beat
+// 32, 64 and 128 in `ferry bench` (transpose2d_f32_to_bf16_3000: 0.63x memcpy against 0.57x at 32;
 // 0.60x without). Blocks of 256 rows were worse than 1024 (more partial lines), longer ones no
 // better. On line-aligned rows the strips stay: the panels' row-after-row reads are slow when
 // rows are a power of two apart (4096 x 4096 float32: 25 GB/s against 42).
