@@ -65,6 +65,11 @@ const char* copy_kernel_name(CopyKernelKind kind);
 enum class TransposeRoute : int8_t { kFused, kConvertFirst, kMoveFirst, kStrided };
 const char* transpose_route_name(TransposeRoute route);
 TransposeRoute transpose_route(const CopyProblem& problem);
+// Whether the route's tiles store to dst (fused, or moving what was converted first), and so
+// may stream by strips or panels; else they store to the buffer.
+inline bool tiles_store_to_dst(TransposeRoute route) {
+  return route == TransposeRoute::kFused || route == TransposeRoute::kConvertFirst;
+}
 // Whether a kernel can stream its output with these conj/neg bits (they are applied in place
 // after the conversion, except by transposes that convert first, in their buffer).
 bool stream_allows(CopyKernelKind kind, TransposeRoute route, kernels::ConjNeg flags);

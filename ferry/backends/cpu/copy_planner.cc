@@ -145,9 +145,7 @@ CopyPlan plan_copy(const CopyProblem& p) {
   if (plan.kind == CopyKernelKind::Transpose) {
     plan.route = transpose_route(p);
     const kernels::TransposeOp op = transpose_tile_op(p, plan.route);
-    // The tiles store to dst (fused, or moving what was converted first), or to the buffer.
-    const bool direct =
-        plan.route == TransposeRoute::kFused || plan.route == TransposeRoute::kConvertFirst;
+    const bool direct = tiles_store_to_dst(plan.route);
     const int64_t tile = kernels::transpose_tile(op);
     plan.tile_rows = plan.tile_cols = tile;
     // Rows: one streaming step when the tiles store to dst (a run of whole dst lines per dst

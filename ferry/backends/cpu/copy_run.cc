@@ -182,7 +182,7 @@ struct Transpose {
   }
 };
 
-Transpose make_transpose(const CopyProblem& p, const CopyPlan& plan, ConjNeg flags, bool stream) {
+Transpose make_transpose(const CopyProblem& p, const CopyPlan& plan, ConjNeg flags) {
   Transpose t{p, flags};
   t.k = plan.src_fast_dim;
   t.rows = p.sizes[0];
@@ -198,16 +198,14 @@ Transpose make_transpose(const CopyProblem& p, const CopyPlan& plan, ConjNeg fla
   t.route = transpose_route(p);
   t.op = transpose_tile_op(p, t.route);
   t.tile = kernels::transpose_tile(t.op);
-  t.stream = stream;
-  // Fused tiles store straight to dst. Streaming by strips needs every block's dst rows to start
-  // on a cache line, and blocks of whole streaming steps (the tiles give a ragged last block
-  // ordinary stores); otherwise the tiles stream by panels, whatever the plan says (a plan made
-  // for another problem stays correct).
+  t.stream = plan.stream && stream_allows(plan.kind, t.route, flags);
+  // Tiles that store to dst stream by strips when every block's dst rows start on a cache line
+  // and blocks are whole streaming steps (the tiles give a ragged last block ordinary stores);
+  // otherwise by panels, whatever the plan says (a plan made for another problem stays correct).
   const int64_t stream_rows = kernels::transpose_stream_rows(t.op);
   const bool strips_fit = dst_rows_on_lines(p) && stream_rows > 0 &&
                           t.block_rows % stream_rows == 0 && t.block_rows * t.dst_size % 64 == 0;
-  const bool direct = t.route == TransposeRoute::kFused || t.route == TransposeRoute::kConvertFirst;
-  t.panel = direct && stream && (plan.panel || !strips_fit);
+  t.panel = tiles_store_to_dst(t.route) && t.stream && (plan.panel || !strips_fit);
   // The buffer holds a tile column of a block in dst's dtype (converted first), or a whole block
   // (converted after).
   const int64_t buffered = t.route == TransposeRoute::kFused ? 0
@@ -258,8 +256,7 @@ void run_copy(const CopyProblem& p, const CopyPlan& plan) {
     FERRY_CHECK(plan.src_fast_dim > 0 && plan.src_fast_dim < p.ndim(),
                 "run_copy: a Transpose plan needs src_fast_dim in [1, ", p.ndim(), "), but got ",
                 plan.src_fast_dim);
-    const Transpose t = make_transpose(
-        p, plan, flags, plan.stream && stream_allows(plan.kind, transpose_route(p), flags));
+    const Transpose t = make_transpose(p, plan, flags);
     split(plan.threads, t.units(), [&](int64_t lo, int64_t hi) {
       t.run(lo, hi);
       if (t.stream) kernels::stream_fence();  // Note [streaming stores]

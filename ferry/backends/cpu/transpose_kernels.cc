@@ -330,9 +330,9 @@ HWY_INLINE void StreamStrip(const TransposeRect& r, int64_t i, int64_t cols, Byt
 // previous step, then the step's run.
 template <class Op>
 struct PanelGrouping {
-  static constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(typename Op::D()));
+  static constexpr int64_t kN = Grouping<Op>::kN;
   static constexpr int64_t kSrcSize = static_cast<int64_t>(Op::kSrcSize);
-  static constexpr int64_t kTileDstBytes = kN * static_cast<int64_t>(Op::kDstSize);
+  static constexpr int64_t kTileDstBytes = Grouping<Op>::kDstRowBytes;
   static constexpr int64_t kRowTiles = kTileDstBytes >= 128 ? 1 : 128 / kTileDstBytes;
   static constexpr int64_t kStepRows = kN * kRowTiles;
   static constexpr int64_t kRunBytes = kRowTiles * kTileDstBytes;
