@@ -43,6 +43,17 @@ TEST(StoreMode, ThresholdsFollowTheCaches) {
   EXPECT_EQ(t.sequential, 4 * kMiB);
 }
 
+TEST(StoreMode, L2SetSpanIsSizeOverWays) {
+  EXPECT_EQ(tuning::l2_set_span_for(kMiB, 16), 64 * kKiB);       // Zen 5
+  EXPECT_EQ(tuning::l2_set_span_for(2 * kMiB, 16), 128 * kKiB);  // Sapphire Rapids
+  EXPECT_EQ(tuning::l2_set_span_for(1280 * kKiB, 20), 64 * kKiB);
+  // Not reported, or not a whole number of bytes per way: the fallback.
+  EXPECT_EQ(tuning::l2_set_span_for(0, 16), tuning::kFallbackL2SetSpan);
+  EXPECT_EQ(tuning::l2_set_span_for(kMiB, 0), tuning::kFallbackL2SetSpan);
+  EXPECT_EQ(tuning::l2_set_span_for(kMiB, 3), tuning::kFallbackL2SetSpan);
+  EXPECT_GT(tuning::l2_set_span(), 0);
+}
+
 TEST(StoreMode, ParsesTheEnvironmentOverride) {
   EXPECT_EQ(tuning::parse_stream_threshold("0"), 0);
   EXPECT_EQ(tuning::parse_stream_threshold("12345"), 12345);
@@ -140,7 +151,8 @@ TEST_F(StoreModePlan, StreamingTransposesGoByPanelsWhenDstRowsAreOffTheirLines) 
 // strips (and dst moved off its line, or rows not padded, so that they stream by panels: every
 // row then starts at its own offset in a line), and sizes ragged against the streaming steps:
 // the grouped runs, the carried lines, the ordinary-store leftovers and the strided edges must
-// all agree with the oracle.
+// all agree with the oracle. Strips of several row blocks per thread also read the next one
+// ahead (Note [transpose read-ahead]).
 TEST(StoreModeRun, StreamingTransposesWithRaggedEdgesOnEveryTarget) {
   SCOPED_TRACE(ferry::testing::seed_trace());
   auto rng = ferry::testing::test_rng();

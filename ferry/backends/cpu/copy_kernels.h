@@ -101,6 +101,15 @@ struct TransposeRect {
   bool prefetch_next_strip = false;
   // Streaming: by panels rather than strips (see `stream`).
   bool panel = false;
+  // Streaming by strips: a stretch of another strip's src rows (`ahead_rows` rows from
+  // `ahead`, `ahead_row_stride` apart, `ahead_row_bytes` each) to ask for in address order while
+  // this rect runs: bytes [ahead_begin, ahead_end) of the rows laid end to end (Note [transpose
+  // read-ahead] in copy_tuning.h). Prefetches never fault; nullptr: none.
+  const char* ahead = nullptr;
+  int64_t ahead_row_stride = 0;
+  int64_t ahead_row_bytes = 0;
+  int64_t ahead_begin = 0;
+  int64_t ahead_end = 0;
 };
 
 // The register tile edge (in elements) of `op` on the current SIMD target; 0 if not vectorized.

@@ -82,10 +82,19 @@ struct Transpose {
   bool short_rows = false;  // whole src rows per block, at most kShortRowBytes apart
   int64_t row_blocks = 0, col_groups = 1, outer = 1;
   bool rows_outermost = false;  // loop order, see run()
+  bool read_ahead = false;      // ask for the next unit's rows in address order (Ahead)
 
   static constexpr size_t kBufferBytes = tuning::kTransposeBufferBytes;
 
-  void block(char* dst, const char* src, int64_t bi, int64_t bj) const {
+  // The rows of the strip this thread reads next (`count` rows from `rows`, src_i apart, whole
+  // src rows of cols elements) and the stretch [begin, end) of them, laid end to end, that one
+  // block asks for (TransposeRect::ahead).
+  struct Ahead {
+    const char* rows = nullptr;
+    int64_t count = 0, begin = 0, end = 0;
+  };
+
+  void block(char* dst, const char* src, int64_t bi, int64_t bj, const Ahead& ahead) const {
     alignas(64) char buffer[kBufferBytes];
     const int64_t bi_t = tile > 0 ? bi / tile * tile : 0;
     const int64_t bj_t = tile > 0 ? bj / tile * tile : 0;
@@ -93,8 +102,9 @@ struct Transpose {
     int64_t done_j = bj_t;
     if (route == TransposeRoute::kFused) {
       if (bi_t > 0 && bj_t > 0) {
-        kernels::transpose_tiles(
-            {src, dst, bi_t, bj_t, src_i, dst_j, op, stream, stream && short_rows, panel});
+        kernels::transpose_tiles({src, dst, bi_t, bj_t, src_i, dst_j, op, stream,
+                                  stream && short_rows, panel, ahead.rows, src_i, cols * src_size,
+                                  ahead.begin, ahead.end});
       }
     } else if (route == TransposeRoute::kConvertFirst) {
       // src's rows converted into the buffer in dst's dtype, conj/neg applied there, as many
@@ -153,30 +163,58 @@ struct Transpose {
   // slowest. When every outer dim lies inside src's rows (src stride below src_i, as the middle
   // dim of permute(2, 1, 0)), the row block is slowest instead: a strip of src rows is then read
   // sequentially through all the outer dims (each row's whole plane) before the next strip.
+  // Unit u's operands at its row block's first row, column 0, and its rows there.
+  struct Unit {
+    char* dst = nullptr;
+    const char* src = nullptr;
+    int64_t i0 = 0, rows = 0, cg = 0;
+  };
+  Unit unit(int64_t u) const {
+    const int64_t rest = u / col_groups;
+    Unit x;
+    x.cg = u % col_groups;
+    const int64_t rb = rows_outermost ? rest / outer : rest % row_blocks;
+    int64_t o = rows_outermost ? rest % outer : rest / row_blocks;
+    x.dst = p.dst;
+    x.src = p.src;
+    for (int d = 1; d < p.ndim(); ++d) {
+      if (d == k) continue;
+      const int64_t id = o % p.sizes[d];
+      o /= p.sizes[d];
+      x.dst += id * p.dst_strides[d];
+      x.src += id * p.src_strides[d];
+    }
+    x.i0 = rb * block_rows;
+    x.rows = std::min(block_rows, rows - x.i0);
+    x.src += x.i0 * src_i;
+    x.dst += x.i0 * dst_size;
+    return x;
+  }
+
   void run(int64_t lo, int64_t hi) const {
     const int64_t col_blocks = (cols + block_cols - 1) / block_cols;
     const int64_t blocks_per_group = (col_blocks + col_groups - 1) / col_groups;
     for (int64_t u = lo; u < hi; ++u) {
-      const int64_t rest = u / col_groups;
-      const int64_t cg = u % col_groups;
-      const int64_t rb = rows_outermost ? rest / outer : rest % row_blocks;
-      int64_t o = rows_outermost ? rest % outer : rest / row_blocks;
-      char* dst = p.dst;
-      const char* src = p.src;
-      for (int d = 1; d < p.ndim(); ++d) {
-        if (d == k) continue;
-        const int64_t id = o % p.sizes[d];
-        o /= p.sizes[d];
-        dst += id * p.dst_strides[d];
-        src += id * p.src_strides[d];
+      const Unit x = unit(u);
+      // The next unit's rows, this thread's next strip, asked for in address order across this
+      // unit's blocks, unless they lie on this strip's L2 sets (Note [transpose read-ahead]).
+      Ahead ahead;
+      if (read_ahead && col_groups == 1 && u + 1 < hi) {
+        const Unit next = unit(u + 1);
+        if ((next.src - x.src) % tuning::l2_set_span() != 0) {
+          ahead.rows = next.src;
+          ahead.count = next.rows;
+        }
       }
-      const int64_t i0 = rb * block_rows;
-      const int64_t bi = std::min(block_rows, rows - i0);
-      const int64_t cb_end = std::min(col_blocks, (cg + 1) * blocks_per_group);
-      for (int64_t cb = cg * blocks_per_group; cb < cb_end; ++cb) {
+      const int64_t ahead_bytes = ahead.count * cols * src_size;
+      const int64_t cb_begin = x.cg * blocks_per_group;
+      const int64_t cb_end = std::min(col_blocks, (x.cg + 1) * blocks_per_group);
+      for (int64_t cb = cb_begin; cb < cb_end; ++cb) {
         const int64_t j0 = cb * block_cols;
-        block(dst + i0 * dst_size + j0 * dst_j, src + i0 * src_i + j0 * src_size, bi,
-              std::min(block_cols, cols - j0));
+        ahead.begin = ahead_bytes * (cb - cb_begin) / (cb_end - cb_begin);
+        ahead.end = ahead_bytes * (cb + 1 - cb_begin) / (cb_end - cb_begin);
+        block(x.dst + j0 * dst_j, x.src + j0 * src_size, x.rows, std::min(block_cols, cols - j0),
+              ahead);
       }
     }
   }
@@ -218,6 +256,9 @@ Transpose make_transpose(const CopyProblem& p, const CopyPlan& plan, ConjNeg fla
               " does not fit the kernel's buffer");
   // Whole src rows per block, close together (NHWC -> NCHW: 256-byte pixels), strips in order.
   t.short_rows = t.cols <= t.block_cols && std::abs(t.src_i) <= tuning::kShortRowBytes;
+  // Strips of long rows read the next unit's rows ahead (Note [transpose read-ahead]); short rows
+  // have their own prefetch, panels read down the whole block.
+  t.read_ahead = t.route == TransposeRoute::kFused && t.stream && !t.panel && !t.short_rows;
   t.row_blocks = (t.rows + t.block_rows - 1) / t.block_rows;
   t.rows_outermost = true;
   for (int d = 1; d < p.ndim(); ++d) {

@@ -58,16 +58,36 @@ inline constexpr int64_t kTransposeMaxRowScale = 8;
 inline constexpr int64_t kShortRowBytes = 1024;
 inline constexpr int64_t kTransposeBufferBytes = int64_t{16} << 10;
 
+// Bytes after which addresses fall on the same private-L2 sets again (its size / associativity:
+// 64 KiB on Zen 5, 128 KiB on Sapphire Rapids), from sysconf once; kFallbackL2SetSpan when it
+// does not say. Lines a multiple of it apart compete for the same few ways.
+int64_t l2_set_span();
+int64_t l2_set_span_for(int64_t l2_bytes, int64_t l2_ways);
+inline constexpr int64_t kFallbackL2SetSpan = int64_t{64} << 10;
+
 // Note [transpose prefetch]
 // A streaming transpose reads its strip's rows (up to 32) side by side, a line or two of each
 // per step. On the AMD Zen 5 machine the benchmarks now run on, the hardware prefetchers do not
 // keep that many streams fed from DRAM, least of all when the rows are a power of two apart
-// (4096 x 4096: every row maps to the same cache sets and DRAM banks): the 4096 x 4096 float32
+// (4096 x 4096: every row's line at a column maps to the same L1 set): the 4096 x 4096 float32
 // transpose read its source at half the speed of a sequential read. Asking for each row's line
 // kTransposePrefetchBytes ahead, into the L2, took it from 0.62x to 0.93x memcpy at one thread,
 // permute(2, 1, 0) from 0.52x to 0.90x and NCHW -> NHWC from 0.62x to 0.97x. 4 lines ahead was
 // the best of 3 to 8 (docs/kernels.md has the sweep).
 inline constexpr int64_t kTransposePrefetchBytes = 256;
+
+// Note [transpose read-ahead]
+// The prefetch above asks for each row's lines a few steps ahead, so each strip starts cold and
+// its first lines come from DRAM at the pace of its side-by-side rows. Streaming strips of long
+// src rows therefore also ask, spread evenly over the strip's steps, for the whole of the strip
+// the thread reads next (its next unit: the next row block, or the same rows of the next outer
+// index), row after row in address order, the order DRAM and the L2 streamer serve best. NCHW ->
+// NHWC (32 x 64 x 56 x 56 float32) went from 0.87x to 0.94x-1.02x memcpy at one thread and from
+// 0.89x to 0.96x at two; permute(2, 1, 0) of 256^3 from 0.82x to 0.88x-0.91x and 0.90x to 0.95x
+// (`ferry bench`, alternating runs). Not when the next strip starts a multiple of the L2 set span
+// (l2_set_span) away from this one: its lines then fall on the sets this strip is using, which
+// rows a power of two apart already fill (4096 x 4096: the next strip is 512 KiB on), and reading
+// ahead there cost 5-8% at one thread.
 
 // Note [transpose passes]
 // With 16-bit (and 8-bit) dst elements, a strip of 32 src rows gives each dst row a single

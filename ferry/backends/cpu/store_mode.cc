@@ -32,6 +32,17 @@ StreamThresholds compute_thresholds() {
 
 }  // namespace
 
+int64_t l2_set_span_for(int64_t l2_bytes, int64_t l2_ways) {
+  if (l2_bytes <= 0 || l2_ways <= 0 || l2_bytes % l2_ways != 0) return kFallbackL2SetSpan;
+  return l2_bytes / l2_ways;
+}
+
+int64_t l2_set_span() {
+  static const int64_t span =
+      l2_set_span_for(cache_size(_SC_LEVEL2_CACHE_SIZE), cache_size(_SC_LEVEL2_CACHE_ASSOC));
+  return span;
+}
+
 StreamThresholds stream_thresholds_for(int64_t l2_bytes, int64_t llc_bytes, int64_t threads) {
   const int64_t l2 = l2_bytes > 0 ? l2_bytes : kFallbackL2Bytes;
   StreamThresholds t;

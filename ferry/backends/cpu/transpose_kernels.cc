@@ -254,13 +254,46 @@ HWY_NOINLINE void DirectTiles(const TransposeRect& r, int64_t i0, int64_t i1, in
   }
 }
 
+// Asks for a stretch of rows' lines in address order, a few per step (TransposeRect::ahead;
+// Note [transpose read-ahead] in copy_tuning.h).
+class ReadAhead {
+ public:
+  ReadAhead(const TransposeRect& r, int64_t steps) {
+    if (r.ahead == nullptr || r.ahead_row_bytes <= 0 || r.ahead_end <= r.ahead_begin) return;
+    const int64_t q = r.ahead_begin / r.ahead_row_bytes;
+    row_ = reinterpret_cast<const Byte*>(r.ahead) + q * r.ahead_row_stride;
+    stride_ = r.ahead_row_stride;
+    row_bytes_ = r.ahead_row_bytes;
+    at_ = r.ahead_begin - q * r.ahead_row_bytes;
+    left_ = (r.ahead_end - r.ahead_begin + 63) / 64;
+    steps = std::max<int64_t>(steps, 1);
+    per_step_ = (left_ + steps - 1) / steps;
+  }
+  HWY_INLINE void Step() {
+    for (int64_t k = std::min(per_step_, left_); k > 0; --k) {
+      __builtin_prefetch(row_ + at_, /*rw=*/0, /*locality=*/2);
+      at_ += 64;
+      if (at_ >= row_bytes_) {
+        at_ -= row_bytes_;
+        row_ += stride_;
+      }
+    }
+    left_ -= std::min(per_step_, left_);
+  }
+
+ private:
+  const Byte* row_ = nullptr;
+  int64_t stride_ = 0, row_bytes_ = 1, at_ = 0, left_ = 0, per_step_ = 0;
+};
+
 // Streams one strip of kPasses * kN * kRows src rows, from row i, over `cols` columns (whole
 // steps). Each pass transposes kN * kRows of the rows into its part of the dst runs in `scratch`
 // (two chunks: kChunk runs of kPasses * kRunBytes each); a chunk's runs stream out while the next
 // chunk is read, a few after every step, so that reads and streaming stores stay interleaved.
 // With one pass a chunk is one step (Grouping::kChunk), streamed out right after it.
 template <class Op, int64_t kPasses, int64_t kChunk>
-HWY_INLINE void StreamStrip(const TransposeRect& r, int64_t i, int64_t cols, Byte* scratch) {
+HWY_INLINE void StreamStrip(const TransposeRect& r, int64_t i, int64_t cols, Byte* scratch,
+                            ReadAhead& read_ahead) {
   using G = Grouping<Op>;
   constexpr int64_t kN = G::kN;
   constexpr int64_t kStepI = kN * G::kRows;
@@ -300,6 +333,7 @@ HWY_INLINE void StreamStrip(const TransposeRect& r, int64_t i, int64_t cols, Byt
             __builtin_prefetch(ahead + q * r.src_row_stride + b, /*rw=*/0, /*locality=*/2);
           }
         }
+        read_ahead.Step();
         if (r.prefetch_next_strip) {
           const Byte* next = src + (ip + kStepI) * r.src_row_stride + j * src_step;
           for (int64_t q = 0; q < kStepI; ++q) hwy::Prefetch(next + q * r.src_row_stride);
@@ -440,12 +474,15 @@ void Tiles(const TransposeRect& r) {
   constexpr int64_t kStepJ = kN * G::kCols;
   const int64_t cols = r.cols / kStepJ * kStepJ;
   alignas(64) Byte scratch[2 * G::kChunk * G::kPasses * G::kRunBytes];  // two chunks of runs
+  ReadAhead read_ahead(r, r.rows / kStepI * (cols / kStepJ));
   int64_t i = 0;
   for (; i + G::kPasses * kStepI <= r.rows; i += G::kPasses * kStepI) {
-    StreamStrip<Op, G::kPasses, G::kChunk>(r, i, cols, scratch);
+    StreamStrip<Op, G::kPasses, G::kChunk>(r, i, cols, scratch, read_ahead);
   }
   if constexpr (G::kPasses > 1) {
-    for (; i + kStepI <= r.rows; i += kStepI) StreamStrip<Op, 1, kStepJ>(r, i, cols, scratch);
+    for (; i + kStepI <= r.rows; i += kStepI) {
+      StreamStrip<Op, 1, kStepJ>(r, i, cols, scratch, read_ahead);
+    }
   }
   DirectTiles<Op>(r, 0, i, cols, r.cols);
   DirectTiles<Op>(r, i, r.rows, 0, r.cols);
