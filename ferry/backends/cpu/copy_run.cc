@@ -159,15 +159,11 @@ struct Transpose {
 
   int64_t units() const { return outer * row_blocks * col_groups; }
 
-  // Units [lo, hi): unit = (row block, outer index, column group). Normally the outer index is
-  // slowest. When every outer dim lies inside src's rows (src stride below src_i, as the middle
-  // dim of permute(2, 1, 0)), the row block is slowest instead: a strip of src rows is then read
-  // sequentially through all the outer dims (each row's whole plane) before the next strip.
   // Unit u's operands at its row block's first row, column 0, and its rows there.
   struct Unit {
     char* dst = nullptr;
     const char* src = nullptr;
-    int64_t i0 = 0, rows = 0, cg = 0;
+    int64_t rows = 0, cg = 0;
   };
   Unit unit(int64_t u) const {
     const int64_t rest = u / col_groups;
@@ -184,27 +180,31 @@ struct Transpose {
       x.dst += id * p.dst_strides[d];
       x.src += id * p.src_strides[d];
     }
-    x.i0 = rb * block_rows;
-    x.rows = std::min(block_rows, rows - x.i0);
-    x.src += x.i0 * src_i;
-    x.dst += x.i0 * dst_size;
+    const int64_t i0 = rb * block_rows;
+    x.rows = std::min(block_rows, rows - i0);
+    x.src += i0 * src_i;
+    x.dst += i0 * dst_size;
     return x;
   }
 
+  // Units [lo, hi): unit = (row block, outer index, column group). Normally the outer index is
+  // slowest. When every outer dim lies inside src's rows (src stride below src_i, as the middle
+  // dim of permute(2, 1, 0)), the row block is slowest instead: a strip of src rows is then read
+  // sequentially through all the outer dims (each row's whole plane) before the next strip.
   void run(int64_t lo, int64_t hi) const {
     const int64_t col_blocks = (cols + block_cols - 1) / block_cols;
     const int64_t blocks_per_group = (col_blocks + col_groups - 1) / col_groups;
+    Unit next = lo < hi ? unit(lo) : Unit{};
     for (int64_t u = lo; u < hi; ++u) {
-      const Unit x = unit(u);
+      const Unit x = next;
+      if (u + 1 < hi) next = unit(u + 1);
       // The next unit's rows, this thread's next strip, asked for in address order across this
       // unit's blocks, unless they lie on this strip's L2 sets (Note [transpose read-ahead]).
       Ahead ahead;
-      if (read_ahead && col_groups == 1 && u + 1 < hi) {
-        const Unit next = unit(u + 1);
-        if ((next.src - x.src) % tuning::l2_set_span() != 0) {
-          ahead.rows = next.src;
-          ahead.count = next.rows;
-        }
+      if (read_ahead && col_groups == 1 && u + 1 < hi &&
+          (next.src - x.src) % tuning::l2_set_span() != 0) {
+        ahead.rows = next.src;
+        ahead.count = next.rows;
       }
       const int64_t ahead_bytes = ahead.count * cols * src_size;
       const int64_t cb_begin = x.cg * blocks_per_group;
