@@ -4,6 +4,8 @@
 // and portable paths run here too).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -136,6 +138,7 @@ class CopyRun : public ::testing::Test {
   }
   void TearDown() override {
     set_simd_target("");
+    set_native_bf16(true);
     set_num_threads(saved_threads_);
   }
   int saved_threads_ = 1;
@@ -235,6 +238,75 @@ TEST_F(CopyRun, EveryDtypePairThroughEveryKernelOnEveryTarget) {
         check({301, 3}, {1, 301}, {2, 700}, CopyKernelKind::Gather);
         check({45, 7}, {3, 200}, {1, 45}, CopyKernelKind::Strided);
         if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// float32 -> bfloat16 transposes, with the CPU's own conversion (AVX512_BF16, where this CPU
+// has it) and without: the same bits as the oracle either way. Most tiles hold only ordinary
+// values, among them rounding ties and values that round up to infinity; a few hold one value
+// the instruction converts differently (a denormal, NaNs with a sign and a payload), and must
+// convert the portable way.
+TEST_F(CopyRun, BFloat16TilesConvertLikeTheOracleWithAndWithoutTheNativeInstruction) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  auto rng = ferry::testing::test_rng();
+  // dst (rows x cols, contiguous along rows) = src (rows x cols, contiguous along cols).
+  const int64_t rows = 96, cols = 80;
+  const auto src_at = [&](int64_t i, int64_t j) { return static_cast<size_t>(i * cols + j); };
+  std::vector<uint32_t> bits(static_cast<size_t>(rows * cols));
+  for (auto& b : bits) {
+    const auto exponent = static_cast<uint32_t>(1 + rng() % 254);  // normal
+    b = (static_cast<uint32_t>(rng()) & 0x807FFFFFu) | exponent << 23;
+    if (rng() % 4 == 0) b = (b & 0xFFFF0000u) | 0x8000u;  // a tie: rounds to the even neighbour
+  }
+  bits[src_at(20, 60)] = 0x7F7FFFFFu;  // the largest float32 rounds up to infinity
+  bits[src_at(21, 61)] = 0xFF7FFFFFu;
+  bits[src_at(22, 62)] = 0x7F800000u;  // infinity and zero stay
+  bits[src_at(23, 63)] = 0x80000000u;
+  // One value the instruction converts differently in each of three tiles.
+  const int64_t nan[] = {5, 7}, denormal[] = {40, 20}, snan[] = {70, 50};
+  bits[src_at(nan[0], nan[1])] = 0xFFC12345u;            // negative quiet NaN with a payload
+  bits[src_at(denormal[0], denormal[1])] = 0x80412345u;  // -0x0041 in bfloat16, not -0
+  bits[src_at(snan[0], snan[1])] = 0x7F800001u;          // signalling NaN
+  Buffer src(bits.size() * 4, 0);
+  std::memcpy(src.data(), bits.data(), bits.size() * 4);
+
+  CopyProblem p;
+  p.sizes = {rows, cols};
+  p.dst_strides = {2, rows * 2};
+  p.src_strides = {cols * 4, 4};
+  p.src = reinterpret_cast<const char*>(src.data());
+  p.dst_dtype = kBFloat16;
+  p.src_dtype = kFloat32;
+  Buffer expected(static_cast<size_t>(rows * cols * 2), 0);
+  p.dst = reinterpret_cast<char*>(expected.data());
+  testing::naive_copy(p);
+  // The oracle's rule for those values (ferry's and PyTorch's), which the instruction's is not.
+  const auto dst_bits = [&](const int64_t(&at)[2]) {
+    uint16_t v = 0;
+    std::memcpy(&v, expected.data() + (at[1] * rows + at[0]) * 2, 2);
+    return v;
+  };
+  ASSERT_EQ(dst_bits(nan), 0x7FC0u);
+  ASSERT_EQ(dst_bits(denormal), 0x8041u);
+  ASSERT_EQ(dst_bits(snan), 0x7FC0u);
+
+  const bool has_native = native_bf16();
+  if (!has_native) std::printf("[   INFO   ] no AVX512_BF16 here: the portable rounding only\n");
+  for (bool native : {true, false}) {
+    set_native_bf16(native);
+    CopyPlan plan = plan_copy(p);
+    EXPECT_EQ(plan.native_bf16, native && has_native && std::string(simd_target()) == "AVX3");
+    for (bool stream : {false, true}) {
+      for (int threads : {1, 2}) {
+        plan.stream = stream;
+        plan.threads = threads;
+        SCOPED_TRACE(plan.describe());
+        Buffer actual(static_cast<size_t>(rows * cols * 2), 0);
+        p.dst = reinterpret_cast<char*>(actual.data());
+        run_copy(p, plan);
+        ASSERT_EQ(testing::first_difference(expected.contents(), actual.contents()), "");
       }
     }
   }

@@ -121,6 +121,9 @@ int transpose_stream_rows(TransposeOp op);
 int transpose_stream_cols(TransposeOp op);
 // Transposes the rectangle tile by tile (rows and cols multiples of transpose_tile(op)).
 void transpose_tiles(const TransposeRect& rect);
+// Whether transpose_tiles converts `op`'s elements with the CPU's own bfloat16 instruction on
+// the current target (simd.h, native_bf16); the stored bits are the same either way.
+bool transpose_native_bf16(TransposeOp op);
 
 // The SIMD target the kernels dispatch to now ("AVX3", "AVX2", "SSE4", "EMU128", ...). Cached:
 // after changing the target (set_simd_target), call forget_dispatch_target().

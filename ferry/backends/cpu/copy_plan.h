@@ -92,6 +92,9 @@ struct CopyPlan {
   // Transpose with streaming stores, dst rows off their 64-byte lines: the tiles stream by
   // panels, each dst row front to back (docs/kernels.md, "Transposes"), not by strips.
   bool panel = false;
+  // Transpose: the tiles convert float32 to bfloat16 with the CPU's own instruction
+  // (AVX512_BF16; simd.h, native_bf16), to the same bits as the portable rounding.
+  bool native_bf16 = false;
   // Chunks the work is split into (1: runs on the calling thread).
   int threads = 1;
   // Non-temporal (streaming) stores for the output, chosen from its size per thread and the

@@ -36,12 +36,13 @@ std::string CopyPlan::describe() const {
   if (kind == CopyKernelKind::Transpose) {
     len = std::snprintf(
         buf, sizeof(buf),
-        "Transpose (src fast dim %d, %s, block %lldx%lld, tile %lldx%lld%s), %d thread%s, %s "
+        "Transpose (src fast dim %d, %s, block %lldx%lld, tile %lldx%lld%s%s), %d thread%s, %s "
         "stores, %s",
         src_fast_dim, transpose_route_name(route), static_cast<long long>(block_rows),
         static_cast<long long>(block_cols), static_cast<long long>(tile_rows),
-        static_cast<long long>(tile_cols), panel ? ", by panels" : "", threads,
-        threads == 1 ? "" : "s", stream ? "streaming" : "ordinary", simd_target);
+        static_cast<long long>(tile_cols), native_bf16 ? ", AVX512_BF16 conversion" : "",
+        panel ? ", by panels" : "", threads, threads == 1 ? "" : "s",
+        stream ? "streaming" : "ordinary", simd_target);
   } else {
     len = std::snprintf(buf, sizeof(buf), "%s, %d thread%s, %s stores, %s", copy_kernel_name(kind),
                         threads, threads == 1 ? "" : "s", stream ? "streaming" : "ordinary",
@@ -148,6 +149,7 @@ CopyPlan plan_copy(const CopyProblem& p) {
     const bool direct = tiles_store_to_dst(plan.route);
     const int64_t tile = kernels::transpose_tile(op);
     plan.tile_rows = plan.tile_cols = tile;
+    plan.native_bf16 = kernels::transpose_native_bf16(op);
     // Rows: one streaming step when the tiles store to dst (a run of whole dst lines per dst
     // row), else whole dst lines per strip, in whole tiles. Columns: a fixed width, or what the
     // buffer holds when the conversion goes through it.

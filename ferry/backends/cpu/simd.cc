@@ -6,7 +6,12 @@
 
 #include <hwy/targets.h>
 
+#include <atomic>
 #include <cstdint>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "ferry/backends/cpu/copy_kernels.h"
 #include "ferry/core/error.h"
@@ -26,6 +31,21 @@ std::vector<int64_t> available_targets() {
 int64_t& forced_target() {
   static int64_t forced = 0;
   return forced;
+}
+
+// CPUID leaf 7, sub-leaf 1: EAX bit 5 is AVX512_BF16.
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax >> 5 & 1u) != 0;
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool>& native_bf16_flag() {
+  static std::atomic<bool> flag{cpu_has_avx512_bf16()};
+  return flag;
 }
 
 }  // namespace
@@ -62,6 +82,12 @@ void set_simd_target(std::string_view name) {
   for (int64_t t : targets) known += std::string(known.empty() ? "" : ", ") + hwy::TargetName(t);
   FERRY_FAIL_AS(Error, "set_simd_target: expected one of ", known,
                 " (or \"\" for the best), but got \"", std::string(name), "\"");
+}
+
+bool native_bf16() { return native_bf16_flag().load(std::memory_order_relaxed); }
+
+void set_native_bf16(bool allow) {
+  native_bf16_flag().store(allow && cpu_has_avx512_bf16(), std::memory_order_relaxed);
 }
 
 }  // namespace ferry::cpu

@@ -19,6 +19,7 @@
 #include "ferry/backends/cpu/convert-inl.h"
 #include "ferry/backends/cpu/copy_kernels.h"
 #include "ferry/backends/cpu/copy_tuning.h"
+#include "ferry/backends/cpu/simd.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ferry::cpu::HWY_NAMESPACE {
@@ -156,6 +157,44 @@ struct FromF32Op {
   }
 };
 
+#undef FERRY_NATIVE_BF16_TILES
+#if HWY_TARGET <= HWY_AVX3 && HWY_ARCH_X86_64
+// float32 -> bfloat16 by the CPU's own conversion (AVX512_BF16's VCVTNE2PS2BF16, two columns per
+// instruction), for CPUs that have it (native_bf16). It rounds to nearest even like
+// F32ToBF16, but flushes denormals to zero and keeps NaNs' sign and payload, where ferry (and
+// PyTorch) keep denormals and store every NaN as 0x7FC0: a tile holding either converts the
+// portable way. Inline assembly, because Highway 1.0 has no target with AVX512_BF16 and the
+// instruction must not reach the kernels compiled for CPUs without it.
+struct NativeBF16Op : FromF32Op<true> {
+  static HWY_INLINE void StoreColumns(hn::Vec<D> (&v)[kMaxTile], Byte* dst, int64_t dst_stride,
+                                      bool stream) {
+    // Quiet NaN (0x01), denormal (0x20), signalling NaN (0x80).
+    __mmask16 special = 0;
+    Unrolled(std::make_index_sequence<kMaxTile>(),
+             [&](auto c) { special |= _mm512_fpclass_ps_mask(v[c()].raw, 0xA1); });
+    if (HWY_UNLIKELY(special != 0)) {
+      Unrolled(std::make_index_sequence<kMaxTile>(), [&](auto c) {
+        Store(v[c()], dst + static_cast<int64_t>(c()) * dst_stride, stream);
+      });
+      return;
+    }
+    const hn::Repartition<uint16_t, D> d16;  // two columns of 16-bit lanes
+    const hn::Half<decltype(d16)> dh;
+    Unrolled(std::make_index_sequence<kMaxTile / 2>(), [&](auto k) {
+      constexpr int64_t c = 2 * static_cast<int64_t>(k());
+      __m512i both;  // column c's lanes in the lower half, column c + 1's in the upper
+      asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(both) : "v"(v[c + 1].raw), "v"(v[c].raw));
+      const hn::Vec<decltype(d16)> w{both};
+      Put(dh, hn::LowerHalf(dh, w), dst + c * dst_stride, stream);
+      Put(dh, hn::UpperHalf(dh, w), dst + (c + 1) * dst_stride, stream);
+    });
+  }
+};
+#define FERRY_NATIVE_BF16_TILES 1
+#else
+#define FERRY_NATIVE_BF16_TILES 0
+#endif
+
 template <bool kBFloat16>
 struct ToF32Op {
   using D = F32Tag;
@@ -182,9 +221,13 @@ HWY_INLINE void TransposeTile(const Byte* src, int64_t src_stride, Byte* dst, in
   Unrolled(std::make_index_sequence<kN>(),
            [&](auto r) { v[r()] = Op::Load(src + static_cast<int64_t>(r()) * src_stride); });
   TransposeSquare(d, v);
-  Unrolled(std::make_index_sequence<kN>(), [&](auto c) {
-    Op::Store(v[c()], dst + static_cast<int64_t>(c()) * dst_stride, stream);
-  });
+  if constexpr (requires { Op::StoreColumns(v, dst, dst_stride, stream); }) {
+    Op::StoreColumns(v, dst, dst_stride, stream);
+  } else {
+    Unrolled(std::make_index_sequence<kN>(), [&](auto c) {
+      Op::Store(v[c()], dst + static_cast<int64_t>(c()) * dst_stride, stream);
+    });
+  }
 }
 
 // Streams kRunBytes (whole 64-byte lines) per row from an L1 scratch of `rows` runs to dst rows
@@ -521,6 +564,9 @@ HWY_INLINE R VisitOp(TransposeOp op, R fallback, Fn&& fn) {
     case TransposeOp::kCopy8:
       return fn.template operator()<CopyOp<8>>();
     case TransposeOp::kF32ToBF16:
+#if FERRY_NATIVE_BF16_TILES
+      if (native_bf16()) return fn.template operator()<NativeBF16Op>();
+#endif
       return fn.template operator()<FromF32Op<true>>();
     case TransposeOp::kF32ToF16:
       return fn.template operator()<FromF32Op<false>>();
@@ -564,6 +610,15 @@ int TransposeStreamCols(TransposeOp op) {
 #endif
 }
 
+bool TransposeNativeBF16(TransposeOp op) {
+#if FERRY_CPU_TILES && FERRY_NATIVE_BF16_TILES
+  return VisitOp<bool>(op, false, []<class Op>() { return std::is_same_v<Op, NativeBF16Op>; });
+#else
+  (void)op;
+  return false;
+#endif
+}
+
 void TransposeTiles(const TransposeRect& rect) {
 #if FERRY_CPU_TILES
   VisitOp<int>(rect.op, 0, [&]<class Op>() {
@@ -584,6 +639,7 @@ namespace ferry::cpu {
 HWY_EXPORT(TransposeTileSize);
 HWY_EXPORT(TransposeStreamRows);
 HWY_EXPORT(TransposeStreamCols);
+HWY_EXPORT(TransposeNativeBF16);
 HWY_EXPORT(TransposeTiles);
 
 namespace kernels {
@@ -593,6 +649,8 @@ int transpose_tile(TransposeOp op) { return HWY_DYNAMIC_DISPATCH(TransposeTileSi
 int transpose_stream_rows(TransposeOp op) { return HWY_DYNAMIC_DISPATCH(TransposeStreamRows)(op); }
 
 int transpose_stream_cols(TransposeOp op) { return HWY_DYNAMIC_DISPATCH(TransposeStreamCols)(op); }
+
+bool transpose_native_bf16(TransposeOp op) { return HWY_DYNAMIC_DISPATCH(TransposeNativeBF16)(op); }
 
 void transpose_tiles(const TransposeRect& rect) { HWY_DYNAMIC_DISPATCH(TransposeTiles)(rect); }
 
