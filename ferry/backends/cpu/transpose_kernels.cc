@@ -157,44 +157,6 @@ struct FromF32Op {
   }
 };
 
-#undef FERRY_NATIVE_BF16_TILES
-#if HWY_TARGET <= HWY_AVX3 && HWY_ARCH_X86_64
-// float32 -> bfloat16 by the CPU's own conversion (AVX512_BF16's VCVTNE2PS2BF16, two columns per
-// instruction), for CPUs that have it (native_bf16). It rounds to nearest even like
-// F32ToBF16, but flushes denormals to zero and keeps NaNs' sign and payload, where ferry (and
-// PyTorch) keep denormals and store every NaN as 0x7FC0: a tile holding either converts the
-// portable way. Inline assembly, because Highway 1.0 has no target with AVX512_BF16 and the
-// instruction must not reach the kernels compiled for CPUs without it.
-struct NativeBF16Op : FromF32Op<true> {
-  static HWY_INLINE void StoreColumns(hn::Vec<D> (&v)[kMaxTile], Byte* dst, int64_t dst_stride,
-                                      bool stream) {
-    // Quiet NaN (0x01), denormal (0x20), signalling NaN (0x80).
-    __mmask16 special = 0;
-    Unrolled(std::make_index_sequence<kMaxTile>(),
-             [&](auto c) { special |= _mm512_fpclass_ps_mask(v[c()].raw, 0xA1); });
-    if (HWY_UNLIKELY(special != 0)) {
-      Unrolled(std::make_index_sequence<kMaxTile>(), [&](auto c) {
-        Store(v[c()], dst + static_cast<int64_t>(c()) * dst_stride, stream);
-      });
-      return;
-    }
-    const hn::Repartition<uint16_t, D> d16;  // two columns of 16-bit lanes
-    const hn::Half<decltype(d16)> dh;
-    Unrolled(std::make_index_sequence<kMaxTile / 2>(), [&](auto k) {
-      constexpr int64_t c = 2 * static_cast<int64_t>(k());
-      __m512i both;  // column c's lanes in the lower half, column c + 1's in the upper
-      asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(both) : "v"(v[c + 1].raw), "v"(v[c].raw));
-      const hn::Vec<decltype(d16)> w{both};
-      Put(dh, hn::LowerHalf(dh, w), dst + c * dst_stride, stream);
-      Put(dh, hn::UpperHalf(dh, w), dst + (c + 1) * dst_stride, stream);
-    });
-  }
-};
-#define FERRY_NATIVE_BF16_TILES 1
-#else
-#define FERRY_NATIVE_BF16_TILES 0
-#endif
-
 template <bool kBFloat16>
 struct ToF32Op {
   using D = F32Tag;
@@ -211,9 +173,11 @@ struct ToF32Op {
   static HWY_INLINE void Store(hn::Vec<D> v, Byte* p, bool stream) { Put(D(), v, p, stream); }
 };
 
+// A tile by the ops' Load and Store: N rows loaded (converted to the tile's lanes), transposed,
+// stored as N dst rows.
 template <class Op>
-HWY_INLINE void TransposeTile(const Byte* src, int64_t src_stride, Byte* dst, int64_t dst_stride,
-                              bool stream) {
+HWY_INLINE void GenericTile(const Byte* src, int64_t src_stride, Byte* dst, int64_t dst_stride,
+                            bool stream) {
   using D = typename Op::D;
   constexpr size_t kN = hn::MaxLanes(D());
   const D d;
@@ -221,12 +185,78 @@ HWY_INLINE void TransposeTile(const Byte* src, int64_t src_stride, Byte* dst, in
   Unrolled(std::make_index_sequence<kN>(),
            [&](auto r) { v[r()] = Op::Load(src + static_cast<int64_t>(r()) * src_stride); });
   TransposeSquare(d, v);
-  if constexpr (requires { Op::StoreColumns(v, dst, dst_stride, stream); }) {
-    Op::StoreColumns(v, dst, dst_stride, stream);
-  } else {
-    Unrolled(std::make_index_sequence<kN>(), [&](auto c) {
-      Op::Store(v[c()], dst + static_cast<int64_t>(c()) * dst_stride, stream);
+  Unrolled(std::make_index_sequence<kN>(), [&](auto c) {
+    Op::Store(v[c()], dst + static_cast<int64_t>(c()) * dst_stride, stream);
+  });
+}
+
+#undef FERRY_NATIVE_BF16_TILES
+#if HWY_TARGET <= HWY_AVX3 && HWY_ARCH_X86_64
+#define FERRY_NATIVE_BF16_TILES 1
+// A 16 x 16 tile of 16-bit elements held two rows per 512-bit vector ("paired"): w[k] holds row
+// k in its lower half and row k + 8 in its upper half. Three stages of block swaps exchange the
+// vector index with the column's low three bits; a 128-bit block swap per vector then exchanges
+// the row's top bit with the column's, and w[k] holds column k in its lower half and column
+// k + 8 in its upper half, stored as those dst rows: about half the shuffles of transposing 16
+// float32 rows first. Used after the native bfloat16 conversion below, which pairs rows anyway
+// (for plain 16-bit copies it was slower than 16 256-bit rows on Zen 5: docs/kernels.md).
+using Paired16 = hn::Full512<uint16_t>;
+
+HWY_INLINE void StorePairedColumns(hn::Vec<Paired16> (&w)[8], Byte* dst, int64_t dst_stride,
+                                   bool stream) {
+  const Paired16 d;
+  const hn::Half<Paired16> dh;
+  TransposeStages<4>(d, w);
+  Unrolled(std::make_index_sequence<8>(), [&](auto k) {
+    constexpr auto c = static_cast<int64_t>(k());
+    // 128-bit blocks (row top bit, column top bit) -> (column top bit, row top bit).
+    const hn::Vec<Paired16> v{_mm512_shuffle_i64x2(w[c].raw, w[c].raw, _MM_SHUFFLE(3, 1, 2, 0))};
+    Put(dh, hn::LowerHalf(dh, v), dst + c * dst_stride, stream);
+    Put(dh, hn::UpperHalf(dh, v), dst + (c + 8) * dst_stride, stream);
+  });
+}
+
+// float32 -> bfloat16 by the CPU's own conversion (AVX512_BF16's VCVTNE2PS2BF16, two rows per
+// instruction) before a paired tile, for CPUs that have it (native_bf16). It rounds to nearest
+// even like F32ToBF16, but flushes denormals to zero and keeps NaNs' sign and payload, where
+// ferry (and PyTorch) keep denormals and store every NaN as 0x7FC0: a tile holding either
+// converts the portable way. Inline assembly, because Highway 1.0 has no target with
+// AVX512_BF16 and the instruction must not reach the kernels compiled for CPUs without it.
+struct NativeBF16Op : FromF32Op<true> {
+  static HWY_INLINE void Tile(const Byte* src, int64_t src_stride, Byte* dst, int64_t dst_stride,
+                              bool stream) {
+    hn::Vec<D> v[16];
+    __mmask16 special = 0;  // quiet NaN (0x01), denormal (0x20), signalling NaN (0x80)
+    Unrolled(std::make_index_sequence<16>(), [&](auto r) {
+      v[r()] = Load(src + static_cast<int64_t>(r()) * src_stride);
+      special |= _mm512_fpclass_ps_mask(v[r()].raw, 0xA1);
     });
+    if (HWY_UNLIKELY(special != 0)) {
+      GenericTile<FromF32Op<true>>(src, src_stride, dst, dst_stride, stream);
+      return;
+    }
+    hn::Vec<Paired16> w[8];
+    Unrolled(std::make_index_sequence<8>(), [&](auto k) {
+      constexpr auto r = static_cast<size_t>(k());
+      __m512i both;  // row r's bfloat16 lanes in the lower half, row r + 8's in the upper
+      asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(both) : "v"(v[r + 8].raw), "v"(v[r].raw));
+      w[r] = hn::Vec<Paired16>{both};
+    });
+    StorePairedColumns(w, dst, dst_stride, stream);
+  }
+};
+#else
+#define FERRY_NATIVE_BF16_TILES 0
+#endif
+
+// One tile of op: its own routine if it has one (NativeBF16Op), else the generic one.
+template <class Op>
+HWY_INLINE void TransposeTile(const Byte* src, int64_t src_stride, Byte* dst, int64_t dst_stride,
+                              bool stream) {
+  if constexpr (requires { Op::Tile(src, src_stride, dst, dst_stride, stream); }) {
+    Op::Tile(src, src_stride, dst, dst_stride, stream);
+  } else {
+    GenericTile<Op>(src, src_stride, dst, dst_stride, stream);
   }
 }
 
