@@ -38,6 +38,7 @@ using Byte = unsigned char;
 // Tiles need several lanes, known at compile time: not on HWY_SCALAR (GCC < 12.3's baseline,
 // where the transposes use the portable path) nor on scalable vectors.
 #undef FERRY_CPU_TILES
+#undef FERRY_NATIVE_BF16_TILES  // defined below, per target (this file is compiled once for each)
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
 #define FERRY_CPU_TILES 1
 #else
@@ -190,7 +191,6 @@ HWY_INLINE void GenericTile(const Byte* src, int64_t src_stride, Byte* dst, int6
   });
 }
 
-#undef FERRY_NATIVE_BF16_TILES
 #if HWY_TARGET <= HWY_AVX3 && HWY_ARCH_X86_64
 #define FERRY_NATIVE_BF16_TILES 1
 // A 16 x 16 tile of 16-bit elements held two rows per 512-bit vector ("paired"): w[k] holds row
@@ -327,6 +327,17 @@ HWY_NOINLINE void DirectTiles(const TransposeRect& r, int64_t i0, int64_t i1, in
   }
 }
 
+// Asks for the lines of `rows` src rows from `first`, `stride` apart, `bytes` of each, into the
+// L2 (Note [transpose prefetch] in copy_tuning.h). Prefetches never fault: the rows may lie past
+// the rect.
+HWY_INLINE void PrefetchRows(const Byte* first, int64_t stride, int64_t rows, int64_t bytes) {
+  for (int64_t q = 0; q < rows; ++q) {
+    for (int64_t b = 0; b < bytes; b += 64) {
+      __builtin_prefetch(first + q * stride + b, /*rw=*/0, /*locality=*/2);
+    }
+  }
+}
+
 // Asks for a stretch of rows' lines in address order, a few per step (TransposeRect::ahead;
 // Note [transpose read-ahead] in copy_tuning.h).
 class ReadAhead {
@@ -400,12 +411,8 @@ HWY_INLINE void StreamStrip(const TransposeRect& r, int64_t i, int64_t cols, Byt
         // Each of the strip's rows is a read stream; ask for its lines a few steps ahead, into
         // the L2 (Note [transpose prefetch] in copy_tuning.h). Prefetches never fault, so the
         // last steps may name lines past the rows' ends.
-        const Byte* ahead = src + ip * r.src_row_stride + j * src_step + kAhead;
-        for (int64_t q = 0; q < kStepI; ++q) {
-          for (int64_t b = 0; b < kStepSrcBytes; b += 64) {
-            __builtin_prefetch(ahead + q * r.src_row_stride + b, /*rw=*/0, /*locality=*/2);
-          }
-        }
+        PrefetchRows(src + ip * r.src_row_stride + j * src_step + kAhead, r.src_row_stride, kStepI,
+                     kStepSrcBytes);
         read_ahead.Step();
         if (r.prefetch_next_strip) {
           const Byte* next = src + (ip + kStepI) * r.src_row_stride + j * src_step;
@@ -493,12 +500,8 @@ HWY_NOINLINE void PanelTiles(const TransposeRect& r) {
       // Each src row is read once per panel, kTransposePanelSrcBytes at a time: ask for the
       // step's rows kTransposePanelAheadRows ahead. Prefetches never fault; the last steps may
       // name rows past the rect.
-      const Byte* ahead = panel + (i + kTransposePanelAheadRows) * r.src_row_stride;
-      for (int64_t q = 0; q < G::kStepRows; ++q) {
-        for (int64_t b = 0; b < width * G::kSrcSize; b += 64) {
-          __builtin_prefetch(ahead + q * r.src_row_stride + b, /*rw=*/0, /*locality=*/2);
-        }
-      }
+      PrefetchRows(panel + (i + kTransposePanelAheadRows) * r.src_row_stride, r.src_row_stride,
+                   G::kStepRows, width * G::kSrcSize);
       const int64_t tiles = std::min(G::kRowTiles, (r.rows - i) / kN);  // rows: whole tiles
       for (int64_t g = 0; g < tiles; ++g) {
         for (int64_t c = 0; c < width; c += kN) {
