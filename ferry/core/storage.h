@@ -1,10 +1,13 @@
 // Storage: reference-counted bytes on one device, obtained from an Allocator.
 // A DataPtr owns one allocation: a data pointer, a context handed to its deleter, and the
 // device; Storage shares it between tensors (views). The bytes are freed when the last
-// Storage handle goes away. Allocators are looked up per device type, so the layers above
+// Storage handle goes away. A storage also carries the version counter that every view of it
+// shares: each in-place write bumps it, and autograd compares it with the version a saved
+// tensor had when it was saved. Allocators are looked up per device type, so the layers above
 // (the caching device allocator, the pinned host allocator) can install their own.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -92,8 +95,14 @@ class StorageImpl : public RefCounted {
   Allocator* allocator() const { return allocator_; }
   const DataPtr& data_ptr() const { return data_; }
 
+  // Note [Version counter]: bumped by every operation that writes the bytes in place (copy_,
+  // fill_, add_, ...), through any view; never by out-of-place operations.
+  uint32_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
  private:
   DataPtr data_;
+  std::atomic<uint32_t> version_{0};
   size_t nbytes_;
   Allocator* allocator_;  // null for external memory (from_blob)
 };
@@ -115,6 +124,8 @@ class Storage {
   StorageImpl* impl() const { return impl_.get(); }
   int64_t use_count() const { return impl_.use_count(); }
   bool is_alias_of(const Storage& other) const { return impl_ == other.impl_; }
+  uint32_t version() const { return impl_->version(); }
+  void bump_version() const { impl_->bump_version(); }
 
  private:
   IntrusivePtr<StorageImpl> impl_;

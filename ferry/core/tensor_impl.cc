@@ -48,6 +48,30 @@ void TensorImpl::set_sizes_and_strides(IntArrayRef sizes, IntArrayRef strides) {
   refresh_derived(numel);
 }
 
+void TensorImpl::shallow_copy_from(const TensorImpl& other) {
+  if (&other == this) return;
+  storage_ = other.storage_;
+  sizes_ = other.sizes_;
+  strides_ = other.strides_;
+  storage_offset_ = other.storage_offset_;
+  itemsize_ = other.itemsize_;
+  device_ = other.device_;
+  dtype_ = other.dtype_;
+  is_conj_ = other.is_conj_;
+  is_neg_ = other.is_neg_;
+  refresh_derived(other.numel_);
+}
+
+void TensorImpl::set_storage(Storage storage) {
+  device_ = storage.defined() ? storage.device() : Device(DeviceType::CPU);
+  storage_ = std::move(storage);
+}
+
+void TensorImpl::release_resources() {
+  autograd_meta_.reset();
+  storage_ = Storage();
+}
+
 void TensorImpl::refresh_derived(int64_t numel) {
   numel_ = numel;
   is_contiguous_ = compute_contiguous(sizes_, strides_);

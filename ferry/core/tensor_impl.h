@@ -1,11 +1,13 @@
 // TensorImpl: the shared state behind Tensor handles — a Storage, sizes and strides (inline up
-// to 6 dimensions), a storage offset, a dtype, and the lazy conjugate and negative bits.
+// to 6 dimensions), a storage offset, a dtype, the lazy conjugate and negative bits, and a slot
+// for autograd's per-tensor state (which only ferry/autograd fills and reads).
 // Invariants: sizes and strides have the same length; numel() is the product of sizes and
 // numel() * itemsize() fits int64 (else construction raises ShapeError); is_contiguous() caches
 // the row-major check and is refreshed by every metadata change.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "ferry/core/array_ref.h"
 #include "ferry/core/intrusive_ptr.h"
@@ -15,6 +17,15 @@
 #include "ferry/core/storage.h"
 
 namespace ferry {
+
+// What autograd keeps per tensor (gradient, grad_fn, ...). ferry/core only owns the slot; the
+// concrete type is autograd::AutogradMeta.
+class AutogradMetaInterface {
+ public:
+  virtual ~AutogradMetaInterface() = default;
+  // Whether the tensor is the result of a recorded operation (has a grad_fn).
+  virtual bool has_grad_fn() const = 0;
+};
 
 class TensorImpl : public RefCounted {
  public:
@@ -32,8 +43,20 @@ class TensorImpl : public RefCounted {
   size_t itemsize() const { return itemsize_; }
   bool is_conj() const { return is_conj_; }
   bool is_neg() const { return is_neg_; }
+  // Note [requires_grad bit]: true for a leaf that requires grad and for every result of a
+  // recorded operation (one with a grad_fn). The dispatcher reads only this bit to add the
+  // autograd key, so autograd keeps it in step with its metadata.
   bool requires_grad() const { return requires_grad_; }
   bool is_contiguous() const { return is_contiguous_; }
+  uint32_t version() const { return storage_.defined() ? storage_.version() : 0; }
+  void bump_version() const {
+    if (storage_.defined()) storage_.bump_version();
+  }
+
+  AutogradMetaInterface* autograd_meta() const { return autograd_meta_.get(); }
+  void set_autograd_meta(std::unique_ptr<AutogradMetaInterface> meta) {
+    autograd_meta_ = std::move(meta);
+  }
 
   // Address of element [0, ..., 0]. Null when the storage is.
   void* data() const {
@@ -47,12 +70,22 @@ class TensorImpl : public RefCounted {
   void set_conj(bool v) { is_conj_ = v; }
   void set_neg(bool v) { is_neg_ = v; }
   void set_requires_grad(bool v) { requires_grad_ = v; }
+  // Takes `other`'s storage and every field that describes the elements (sizes, strides,
+  // offset, dtype, device, lazy bits), keeping this impl's identity and autograd state: what
+  // Tensor::set_data does, so that a module's parameter stays the same object when it moves.
+  void shallow_copy_from(const TensorImpl& other);
+  // Replaces the storage (same dtype; the device follows the storage). Does not check bounds.
+  void set_storage(Storage storage);
+
+ protected:
+  void release_resources() override;
 
  private:
   // numel: the element count of sizes_, checked by the caller before it changed anything.
   void refresh_derived(int64_t numel);
 
   Storage storage_;
+  std::unique_ptr<AutogradMetaInterface> autograd_meta_;
   DimVector sizes_;
   DimVector strides_;
   int64_t storage_offset_ = 0;

@@ -1,4 +1,5 @@
-// TensorOptions: what a factory should make — dtype, device, memory format, pinned memory.
+// TensorOptions: what a factory should make — dtype, device, memory format, pinned memory, and
+// whether the result is a leaf that requires grad.
 // Converts implicitly from a ScalarType, a Device, a DeviceType and a MemoryFormat, so that
 // `empty({2, 3}, kHalf)` and `empty({2, 3}, Device("sim:0"))` read as in PyTorch. Unset fields
 // take the defaults: float32, cpu, contiguous, pageable.
@@ -45,12 +46,19 @@ class TensorOptions {
     o.pinned_memory_ = pinned;
     return o;
   }
+  // The factory's result requires grad (floating and complex dtypes only).
+  TensorOptions requires_grad(bool on) const {
+    TensorOptions o = *this;
+    o.requires_grad_ = on;
+    return o;
+  }
 
   // Getters with defaults applied (unset fields hold the defaults).
   ScalarType dtype() const { return dtype_; }
   Device device() const { return device_; }
   MemoryFormat memory_format() const { return memory_format_; }
   bool pinned_memory() const { return pinned_memory_; }
+  bool requires_grad() const { return requires_grad_; }
 
   std::optional<ScalarType> dtype_opt() const {
     return has_dtype_ ? std::optional<ScalarType>(dtype_) : std::nullopt;
@@ -69,6 +77,7 @@ class TensorOptions {
     if (has_device_) o = o.device(device_);
     if (has_memory_format_) o = o.memory_format(memory_format_);
     o.pinned_memory_ = pinned_memory_ || defaults.pinned_memory_;
+    o.requires_grad_ = requires_grad_ || defaults.requires_grad_;
     return o;
   }
 
@@ -83,11 +92,13 @@ class TensorOptions {
   bool has_device_ = false;
   bool has_memory_format_ = false;
   bool pinned_memory_ = false;
+  bool requires_grad_ = false;
 };
 
 // torch::dtype(...), torch::device(...) spellings.
 inline TensorOptions dtype(ScalarType t) { return TensorOptions().dtype(t); }
 inline TensorOptions device(Device d) { return TensorOptions().device(d); }
 inline TensorOptions memory_format(MemoryFormat f) { return TensorOptions().memory_format(f); }
+inline TensorOptions requires_grad(bool on = true) { return TensorOptions().requires_grad(on); }
 
 }  // namespace ferry

@@ -24,7 +24,7 @@ struct IValueTraits {
                 "ferry dispatcher: this type cannot be an operator argument or result; use "
                 "Tensor, int64_t, double, bool, Scalar, ScalarType, Device, MemoryFormat, "
                 "IntArrayRef, std::vector<int64_t>, ArrayRef<Tensor>, std::vector<Tensor>, "
-                "or std::optional of one of these");
+                "std::string, std::string_view, or std::optional of one of these");
 };
 
 #define FERRY_IVALUE_TRAITS(Type, schema_name, read)                 \
@@ -46,6 +46,8 @@ FERRY_IVALUE_TRAITS(IntArrayRef, "int[]", IntArrayRef(v.to_int_list()))
 FERRY_IVALUE_TRAITS(std::vector<int64_t>, "int[]", v.to_int_list())
 FERRY_IVALUE_TRAITS(ArrayRef<Tensor>, "Tensor[]", ArrayRef<Tensor>(v.to_tensor_list()))
 FERRY_IVALUE_TRAITS(std::vector<Tensor>, "Tensor[]", v.to_tensor_list())
+FERRY_IVALUE_TRAITS(std::string, "str", v.to_string())
+FERRY_IVALUE_TRAITS(std::string_view, "str", std::string_view(v.to_string()))
 #undef FERRY_IVALUE_TRAITS
 
 template <typename T>

@@ -32,6 +32,8 @@ std::string_view ivalue_type_name(IValue::Tag tag) {
       return "int[]";
     case IValue::Tag::TensorList:
       return "Tensor[]";
+    case IValue::Tag::String:
+      return "str";
   }
   return "unknown";
 }
@@ -118,6 +120,8 @@ std::ostream& operator<<(std::ostream& out, const IValue& v) {
       return out << IntArrayRef(v.to_int_list());
     case IValue::Tag::TensorList:
       return out << "Tensor[" << v.to_tensor_list().size() << "]";
+    case IValue::Tag::String:
+      return out << '"' << v.to_string() << '"';
   }
   return out;
 }

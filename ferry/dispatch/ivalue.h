@@ -36,6 +36,7 @@ class IValue {
     MemoryFormat,
     IntList,
     TensorList,
+    String,
   };
 
   IValue() = default;
@@ -51,6 +52,8 @@ class IValue {
   IValue(IntArrayRef v) : v_(v.vec()) {}                // NOLINT
   IValue(std::vector<Tensor> v) : v_(std::move(v)) {}   // NOLINT
   IValue(ArrayRef<Tensor> v) : v_(v.vec()) {}           // NOLINT
+  IValue(std::string s) : v_(std::move(s)) {}           // NOLINT
+  IValue(std::string_view s) : v_(std::string(s)) {}    // NOLINT
   template <typename T,
             std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
   IValue(T i) : v_(static_cast<int64_t>(i)) {}  // NOLINT
@@ -59,7 +62,7 @@ class IValue {
     if (v.has_value()) *this = IValue(std::move(*v));
   }
   // A string literal would otherwise become a bool.
-  IValue(const char*) = delete;
+  IValue(const char* s) : v_(std::string(s)) {}  // NOLINT
 
   Tag tag() const { return static_cast<Tag>(v_.index()); }
   // "Tensor", "int", "float", "bool", ...: the schema's name for the held type ("None" when none).
@@ -93,6 +96,8 @@ class IValue {
   const std::vector<Tensor>& to_tensor_list() const {
     return get<std::vector<Tensor>>(Tag::TensorList);
   }
+  bool is_string() const { return tag() == Tag::String; }
+  const std::string& to_string() const { return get<std::string>(Tag::String); }
 
   // Same type and equal value; tensors compare by identity (Tensor::is_same).
   friend bool operator==(const IValue& a, const IValue& b);
@@ -111,7 +116,7 @@ class IValue {
   [[noreturn]] void wrong_type(Tag want) const;
 
   std::variant<std::monostate, Tensor, int64_t, double, bool, Scalar, ScalarType, Device,
-               MemoryFormat, std::vector<int64_t>, std::vector<Tensor>>
+               MemoryFormat, std::vector<int64_t>, std::vector<Tensor>, std::string>
       v_;
 };
 

@@ -48,6 +48,12 @@ Library& Library::impl_boxed(std::string_view op, BoxedKernelFn fn, std::string 
   return *this;
 }
 
+Library& Library::impl_boxed(std::string_view op, DispatchKey key, BoxedKernelFn fn,
+                             std::string name) {
+  handles_.push_back(Dispatcher::singleton().impl_boxed(qualify(op), key, fn, std::move(name)));
+  return *this;
+}
+
 Library& Library::impl_fallthrough(std::string_view op) {
   handles_.push_back(
       Dispatcher::singleton().impl_fallthrough(qualify(op), required_key("impl_fallthrough")));

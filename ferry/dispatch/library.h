@@ -38,6 +38,8 @@ class Library {
     return *this;
   }
   Library& impl_boxed(std::string_view op, BoxedKernelFn fn, std::string name = {});
+  Library& impl_boxed(std::string_view op, DispatchKey key, BoxedKernelFn fn,
+                      std::string name = {});
   Library& impl_fallthrough(std::string_view op);
 
   Library& fallback(BoxedKernelFn fn, std::string name);

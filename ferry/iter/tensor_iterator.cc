@@ -31,6 +31,19 @@ TensorIteratorConfig& TensorIteratorConfig::add_input(const Tensor& input) {
   return *this;
 }
 
+TensorIteratorConfig& TensorIteratorConfig::output_dtype(ScalarType dtype) {
+  has_output_dtype_ = true;
+  output_dtype_ = dtype;
+  return *this;
+}
+
+void TensorIterator::release_tensors() {
+  for (int i = 0; i < num_operands_; ++i) {
+    operands_[i].borrowed = nullptr;
+    operands_[i].owned = Tensor();
+  }
+}
+
 TensorIteratorConfig& TensorIteratorConfig::check_all_same_dtype(bool on) {
   check_all_same_dtype_ = on;
   return *this;
@@ -173,7 +186,8 @@ void TensorIterator::compute_types(const TensorIteratorConfig& config) {
     if (!operands_[o].allocate) continue;
     FERRY_CHECK(num_outputs_ < num_operands_, "TensorIterator: output ", o,
                 " is undefined and there is no input to take its dtype from");
-    operands_[o].dtype = operands_[num_outputs_].dtype;
+    operands_[o].dtype =
+        config.has_output_dtype_ ? config.output_dtype_ : operands_[num_outputs_].dtype;
     operands_[o].device = common_device_;
   }
 }
@@ -183,9 +197,27 @@ bool TensorIterator::fast_set_up() {
   // This is what reordering and coalescing would produce, without computing it.
   if (!all_same_shape_) return false;
   bool all_contiguous = true;
+  bool allocates = false;
+  int first_defined = -1;
   for (int i = 0; i < num_operands_; ++i) {
-    if (operands_[i].allocate) return false;
+    if (operands_[i].allocate) {
+      allocates = true;
+      continue;
+    }
+    if (first_defined < 0) first_defined = i;
     all_contiguous = all_contiguous && tensor(i).is_contiguous();
+  }
+  // Outputs to allocate follow contiguous inputs as a contiguous tensor (what reordering would
+  // give them); other layouts take the full path.
+  if (allocates && (!all_contiguous || numel_ == 0)) return false;
+  for (int i = 0; i < num_outputs_; ++i) {
+    OperandInfo& o = operands_[i];
+    if (!o.allocate) continue;
+    const Tensor& like = tensor(first_defined);
+    o.owned = make_tensor(Storage(static_cast<size_t>(numel_) * ferry::element_size(o.dtype),
+                                  get_allocator(o.device.type()), o.device),
+                          o.dtype, like.sizes(), like.strides());
+    o.data = static_cast<char*>(o.owned.data_ptr());
   }
   if (!all_contiguous) {
     const Tensor& first = tensor(0);

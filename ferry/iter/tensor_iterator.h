@@ -50,6 +50,9 @@ class TensorIteratorConfig {
   // (default true). copy_ turns it off: it checks the same things itself, with its own
   // messages, and copies a partly overlapping source through a temporary instead.
   TensorIteratorConfig& check_mem_overlap(bool on);
+  // Outputs that build() allocates get this dtype instead of the first input's (comparisons
+  // make bool outputs from any inputs).
+  TensorIteratorConfig& output_dtype(ScalarType dtype);
   // Record the build's stages into *trace (nullptr: don't). Disables the fast path for
   // same-shape dense operands so that every stage is shown; the result is the same.
   TensorIteratorConfig& trace(IterBuildTrace* trace);
@@ -65,6 +68,8 @@ class TensorIteratorConfig {
   bool check_all_same_device_ = true;
   bool resize_outputs_ = true;
   bool check_mem_overlap_ = true;
+  bool has_output_dtype_ = false;
+  ScalarType output_dtype_ = ScalarType::Float32;
   IterBuildTrace* trace_ = nullptr;
 };
 
@@ -119,6 +124,16 @@ class TensorIterator {
   bool is_contiguous() const;
   // Every operand's dimension-0 stride is its element size.
   bool has_contiguous_first_dim() const;
+
+  // Points operand `arg` at `data` (same layout elsewhere): how a device that runs host kernels
+  // over its own mapping of the memory (sim) retargets an iterator built with device addresses.
+  void set_data_ptr(int arg, void* data) {
+    operands_.at(static_cast<size_t>(arg)).data = static_cast<char*>(data);
+  }
+  // Drops the iterator's references to its tensors, keeping shape, strides, dtypes and data
+  // pointers: for a copy that a kernel runs later, elsewhere (the caller keeps the memory alive,
+  // as stream ordering does on a device). tensor() must not be called afterwards.
+  void release_tensors();
 
   // Calls loop over the whole iteration space, split across get_num_threads() threads with
   // parallel_for when numel() >= grain_size (each chunk of at least grain_size elements).
