@@ -1,8 +1,12 @@
 // ferry's umbrella header: the whole public API in one include (tensors and their views,
-// factories, copy_/to and the device copy policy, devices and streams, memory, the dispatcher).
+// factories, copy_/to and the device copy policy, devices and streams, memory, the dispatcher,
+// the compute operators and autograd).
 // It declares nothing itself; the CPU kernels' internals (ferry/backends/cpu) are not public.
 #pragma once
 
+#include "ferry/autograd/engine.h"
+#include "ferry/autograd/grad_mode.h"
+#include "ferry/autograd/node.h"
 #include "ferry/backends/sim/sim.h"
 #include "ferry/core/device.h"
 #include "ferry/core/error.h"
@@ -41,3 +45,5 @@
 #include "ferry/ops/copy.h"
 #include "ferry/ops/device_copy.h"
 #include "ferry/ops/factories.h"
+#include "ferry/ops/math.h"
+#include "ferry/ops/type_promotion.h"

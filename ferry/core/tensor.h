@@ -9,7 +9,9 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "ferry/core/array_ref.h"
 #include "ferry/core/error.h"
@@ -23,11 +25,25 @@
 namespace ferry {
 
 class Stream;  // ferry/device/stream.h
+namespace autograd {
+class Node;  // ferry/autograd/node.h
+}
 
 class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(IntrusivePtr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  ~Tensor() = default;
+
+  // Note [Assigning to a temporary]: on a named tensor, `=` rebinds the handle; on a temporary
+  // (`x[0] = y`, `x.select(1, 2) = 0`) it writes into the elements, as in PyTorch: copy_ for a
+  // tensor, fill_ for a number.
+  Tensor& operator=(const Tensor& other) & = default;
+  Tensor& operator=(Tensor&& other) & noexcept = default;
+  Tensor& operator=(const Tensor& src) &&;
+  Tensor& operator=(const Scalar& value) &&;
 
   bool defined() const { return static_cast<bool>(impl_); }
   TensorImpl* impl() const { return impl_.get(); }
@@ -158,6 +174,104 @@ class Tensor {
   // tensor is freed has completed.
   void record_stream(const Stream& stream) const;
 
+  // ---- autograd (ferry/autograd; see docs/autograd.md) -------------------------------------
+  // Makes a leaf require grad (floating or complex dtypes only), or stop requiring it (leaves
+  // only: a result's requires_grad follows its inputs).
+  Tensor& requires_grad_(bool requires_grad = true);
+  // The accumulated gradient (undefined until a backward reaches this tensor); mutable_grad()
+  // lets code assign or zero it.
+  const Tensor& grad() const;
+  Tensor& mutable_grad() const;
+  // The node that made this tensor (null for leaves and tensors that do not require grad).
+  IntrusivePtr<autograd::Node> grad_fn() const;
+  // Not the result of a recorded operation.
+  bool is_leaf() const;
+  // Which output of grad_fn this tensor is.
+  uint32_t output_nr() const;
+  // Keeps grad() for a non-leaf too.
+  void retain_grad() const;
+  bool retains_grad() const;
+  // Computes the gradients of this tensor with respect to the leaves of its graph and
+  // accumulates them into their grad(). `gradient` may be omitted for one-element tensors;
+  // retain_graph defaults to create_graph.
+  void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
+  // A view of the same elements that is out of the graph (shares the version counter).
+  Tensor detach() const;
+  Tensor& detach_();
+  // Makes this tensor (same object, same autograd identity) hold `new_data`'s elements: its
+  // storage, sizes, strides, dtype and device. What Module::to does to parameters.
+  void set_data(const Tensor& new_data) const;
+  // The version counter of the storage: bumped by every in-place write (Note [Version counter]).
+  uint32_t _version() const { return impl_->version(); }
+  // A view made by a view operation of a tensor that requires grad remembers its base.
+  bool is_view() const;
+  const Tensor& _base() const;
+
+  // ---- compute operators (ferry/ops; see docs/ops.md) --------------------------------------
+  // Elementwise, broadcasting, with PyTorch's type promotion.
+  Tensor add(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor add(const Scalar& other, const Scalar& alpha = 1) const;
+  Tensor sub(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor sub(const Scalar& other, const Scalar& alpha = 1) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(const Scalar& other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(const Scalar& other) const;
+  Tensor& add_(const Tensor& other, const Scalar& alpha = 1);
+  Tensor& add_(const Scalar& other, const Scalar& alpha = 1);
+  Tensor& sub_(const Tensor& other, const Scalar& alpha = 1);
+  Tensor& sub_(const Scalar& other, const Scalar& alpha = 1);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(const Scalar& other);
+  Tensor& div_(const Tensor& other);
+  Tensor& div_(const Scalar& other);
+  Tensor neg() const;
+  Tensor& neg_();
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor& relu_();
+  Tensor abs() const;
+  // approximate: "none" (the exact erf form) or "tanh".
+  Tensor gelu(std::string_view approximate = "none") const;
+  Tensor pow(const Scalar& exponent) const;
+  Tensor eq(const Tensor& other) const;
+  Tensor eq(const Scalar& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor ne(const Scalar& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor lt(const Scalar& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor le(const Scalar& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor gt(const Scalar& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor ge(const Scalar& other) const;
+  // Reductions over `dims` (all dims when empty); dtype: the accumulation and result dtype.
+  Tensor sum(std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor sum(IntArrayRef dims, bool keepdim = false,
+             std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor mean(std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor mean(IntArrayRef dims, bool keepdim = false,
+              std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor amax(IntArrayRef dims = {}, bool keepdim = false) const;
+  // Index of the largest element (of the flattened tensor when dim is not given), int64.
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor log_softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt) const;
+  // Linear algebra, PyTorch's rules (matmul broadcasts batch dims; 1-d operands are vectors).
+  Tensor matmul(const Tensor& other) const;
+  Tensor mm(const Tensor& other) const;
+  Tensor bmm(const Tensor& other) const;
+  // Splits along dim into pieces of `split_size` (the last may be smaller) / `chunks` pieces.
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+
   // "tensor([...], dtype=..., device=...)", as PyTorch's repr.
   std::string str() const;
 
@@ -167,6 +281,29 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& out, const Tensor& t);
+
+// Arithmetic operators (ferry/ops), as torch::Tensor's.
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, const Scalar& b);
+Tensor operator+(const Scalar& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Scalar& b);
+Tensor operator-(const Scalar& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Scalar& b);
+Tensor operator*(const Scalar& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Scalar& b);
+Tensor operator/(const Scalar& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor& operator+=(Tensor& a, const Tensor& b);
+Tensor& operator+=(Tensor& a, const Scalar& b);
+Tensor& operator-=(Tensor& a, const Tensor& b);
+Tensor& operator-=(Tensor& a, const Scalar& b);
+Tensor& operator*=(Tensor& a, const Tensor& b);
+Tensor& operator*=(Tensor& a, const Scalar& b);
+Tensor& operator/=(Tensor& a, const Tensor& b);
+Tensor& operator/=(Tensor& a, const Scalar& b);
 
 // Wraps dim into [0, rank) accepting [-rank, rank); raises IndexError naming `what`, the value
 // and the valid range. A 0-d tensor accepts dims as if it had rank 1, as PyTorch does.

@@ -122,6 +122,7 @@ Tensor copy_of_source(const Tensor& src) {
 
 Tensor& copy_impl(Tensor& self, const Tensor& src, bool non_blocking) {
   check_defined(self, src);
+  self.impl()->bump_version();
   if (is_same_data(self, src)) return self;
   if (dense_cpu_applies(*self.impl(), *src.impl())) {
     if (self.numel() == 0) return self;
@@ -157,5 +158,15 @@ FERRY_LIBRARY(ferry, m) { m.def(kCopySchema); }
 FERRY_LIBRARY_IMPL(ferry, CPU, m) { m.impl("copy_", &copy_impl, "copy_impl"); }
 FERRY_LIBRARY_IMPL(ferry, Sim, m) { m.impl("copy_", &copy_impl, "copy_impl"); }
 FERRY_LIBRARY_IMPL(ferry, CUDA, m) { m.impl("copy_", &copy_impl, "copy_impl"); }
+
+Tensor& Tensor::operator=(const Tensor& src) && {
+  copy_(src);
+  return *this;
+}
+
+Tensor& Tensor::operator=(const Scalar& value) && {
+  fill_(value);
+  return *this;
+}
 
 }  // namespace ferry

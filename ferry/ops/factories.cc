@@ -74,9 +74,19 @@ void check_real_or_complex_float(const TensorOptions& options, const char* op) {
                  ": expected a floating-point or complex dtype, but got ", t);
 }
 
+// Note [Factories and requires_grad]: a factory asked for requires_grad builds its result
+// without it (filling a leaf that requires grad would be an in-place write that autograd
+// refuses) and turns it on last, so each public factory starts with
+//   if (options.requires_grad()) return as_leaf(<itself>(..., options.requires_grad(false)));
+Tensor as_leaf(Tensor out) {
+  out.requires_grad_(true);
+  return out;
+}
+
 }  // namespace
 
 Tensor empty(IntArrayRef sizes, TensorOptions options) {
+  if (options.requires_grad()) return as_leaf(empty(sizes, options.requires_grad(false)));
   check_sizes(sizes, "empty");
   MemoryFormat format = options.memory_format();
   FERRY_CHECK(format != MemoryFormat::Preserve,
@@ -85,6 +95,8 @@ Tensor empty(IntArrayRef sizes, TensorOptions options) {
 }
 
 Tensor empty_strided(IntArrayRef sizes, IntArrayRef strides, TensorOptions options) {
+  if (options.requires_grad())
+    return as_leaf(empty_strided(sizes, strides, options.requires_grad(false)));
   check_sizes(sizes, "empty_strided");
   FERRY_CHECK_AS(ShapeError, sizes.size() == strides.size(),
                  "empty_strided: expected as many strides as sizes, but got sizes ", sizes,
@@ -99,6 +111,8 @@ Tensor empty_strided(IntArrayRef sizes, IntArrayRef strides, TensorOptions optio
 }
 
 Tensor empty_like(const Tensor& like, TensorOptions options, std::optional<MemoryFormat> format) {
+  if (options.requires_grad())
+    return as_leaf(empty_like(like, options.requires_grad(false), format));
   const TensorOptions merged = options.merged_over(like.options());
   const MemoryFormat f =
       format.value_or(options.memory_format_opt().value_or(MemoryFormat::Preserve));
@@ -111,10 +125,17 @@ Tensor empty_like(const Tensor& like, TensorOptions options, std::optional<Memor
 }
 
 // zeros and ones default to float32 (the options' default), not to the value's kind.
-Tensor zeros(IntArrayRef sizes, TensorOptions options) { return empty(sizes, options).zero_(); }
-Tensor ones(IntArrayRef sizes, TensorOptions options) { return empty(sizes, options).fill_(1); }
+Tensor zeros(IntArrayRef sizes, TensorOptions options) {
+  if (options.requires_grad()) return as_leaf(zeros(sizes, options.requires_grad(false)));
+  return empty(sizes, options).zero_();
+}
+Tensor ones(IntArrayRef sizes, TensorOptions options) {
+  if (options.requires_grad()) return as_leaf(ones(sizes, options.requires_grad(false)));
+  return empty(sizes, options).fill_(1);
+}
 
 Tensor full(IntArrayRef sizes, const Scalar& value, TensorOptions options) {
+  if (options.requires_grad()) return as_leaf(full(sizes, value, options.requires_grad(false)));
   if (!options.dtype_opt()) {
     const ScalarType t = value.is_bool()       ? kBool
                          : value.is_integral() ? kInt64
@@ -130,6 +151,7 @@ Tensor full(IntArrayRef sizes, const Scalar& value, TensorOptions options) {
 Tensor zeros_like(const Tensor& like, TensorOptions options) { return full_like(like, 0, options); }
 Tensor ones_like(const Tensor& like, TensorOptions options) { return full_like(like, 1, options); }
 Tensor full_like(const Tensor& like, const Scalar& value, TensorOptions options) {
+  if (options.requires_grad()) return as_leaf(full_like(like, value, options.requires_grad(false)));
   Tensor out = empty_like(like, options);
   out.fill_(value);
   return out;
@@ -138,6 +160,8 @@ Tensor full_like(const Tensor& like, const Scalar& value, TensorOptions options)
 Tensor arange(const Scalar& end, TensorOptions options) { return arange(0, end, 1, options); }
 
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions options) {
+  if (options.requires_grad())
+    return as_leaf(arange(start, end, step, options.requires_grad(false)));
   for (const Scalar* s : {&start, &end, &step}) {
     FERRY_CHECK_AS(DTypeError, !s->is_complex(), "arange: expected real bounds, but got ", *s);
   }
@@ -163,6 +187,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
 }
 
 Tensor rand(IntArrayRef sizes, TensorOptions options, Generator* generator) {
+  if (options.requires_grad()) return as_leaf(rand(sizes, options.requires_grad(false), generator));
   check_sizes(sizes, "rand");
   check_real_or_complex_float(options, "rand");
   const Draw draw = reserve_draw(sizes, generator, 2);
@@ -179,6 +204,8 @@ Tensor rand(IntArrayRef sizes, TensorOptions options, Generator* generator) {
 }
 
 Tensor randn(IntArrayRef sizes, TensorOptions options, Generator* generator) {
+  if (options.requires_grad())
+    return as_leaf(randn(sizes, options.requires_grad(false), generator));
   check_sizes(sizes, "randn");
   check_real_or_complex_float(options, "randn");
   const Draw draw = reserve_draw(sizes, generator, 2);
@@ -200,6 +227,8 @@ Tensor randn(IntArrayRef sizes, TensorOptions options, Generator* generator) {
 
 Tensor randint(int64_t low, int64_t high, IntArrayRef sizes, TensorOptions options,
                Generator* generator) {
+  if (options.requires_grad())
+    return as_leaf(randint(low, high, sizes, options.requires_grad(false), generator));
   check_sizes(sizes, "randint");
   FERRY_CHECK(low < high, "randint: expected low < high, but got low ", low, " and high ", high);
   if (!options.dtype_opt()) options = options.dtype(kInt64);
@@ -228,6 +257,9 @@ Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, TensorOptio
 
 Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides,
                  std::function<void(void*)> deleter, TensorOptions options) {
+  if (options.requires_grad())
+    return as_leaf(
+        from_blob(data, sizes, strides, std::move(deleter), options.requires_grad(false)));
   check_sizes(sizes, "from_blob");
   FERRY_CHECK_AS(ShapeError, sizes.size() == strides.size(),
                  "from_blob: expected as many strides as sizes, but got sizes ", sizes,

@@ -25,6 +25,7 @@ Scalar stored_value(const Scalar& value, bool conj, bool neg) {
 }
 
 Tensor& fill_cpu(Tensor& self, const Scalar& value) {
+  self.impl()->bump_version();
   const Scalar stored = stored_value(value, self.is_conj(), self.is_neg());
   visit_dtype(self.dtype(), [&]<typename T>() {
     const T v = stored.to<T>();
@@ -40,6 +41,7 @@ Tensor& fill_cpu(Tensor& self, const Scalar& value) {
 
 // Queued on the device's current stream, without waiting.
 Tensor& fill_device(Tensor& self, const Scalar& value) {
+  self.impl()->bump_version();
   device_fill(self, stored_value(value, self.is_conj(), self.is_neg()));
   return self;
 }

@@ -1,5 +1,6 @@
-// The Tensor methods that move bytes run through the dispatcher: a trace sees them, in call
-// order, and composite front-ends (zeros, to, clone) show the operators they are made of.
+// The Tensor methods that move bytes, and the views, run through the dispatcher: a trace sees
+// them, in call order, and composite front-ends (zeros, to, clone, t) show the operators they
+// are made of.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -17,7 +18,8 @@ TEST(OperatorTrace, MethodsDispatch) {
   a.fill_(1.5);
   b.copy_(a.t());
   a.zero_();
-  EXPECT_THAT(trace.names(), ElementsAre("ferry::fill_", "ferry::copy_", "ferry::fill_"));
+  EXPECT_THAT(trace.names(),
+              ElementsAre("ferry::fill_", "ferry::transpose.int", "ferry::copy_", "ferry::fill_"));
   EXPECT_EQ(b.select(0, 2).select(0, 1).item<float>(), 1.5f);
   EXPECT_EQ(a.select(0, 3).select(0, 3).item<float>(), 0.0f);
 }
@@ -29,7 +31,7 @@ TEST(OperatorTrace, CompositesShowTheirParts) {
   Tensor c = a.t().clone(MemoryFormat::Contiguous);
   Tensor same = a.to(kFloat);  // nothing changes: no operator runs
   EXPECT_TRUE(same.is_same(a));
-  EXPECT_THAT(trace.names(), ElementsAre("ferry::fill_", "ferry::copy_"));
+  EXPECT_THAT(trace.names(), ElementsAre("ferry::fill_", "ferry::transpose.int", "ferry::copy_"));
   EXPECT_EQ(c.select(0, 2).select(0, 1).item<float>(), 5.0f);
 }
 

@@ -45,6 +45,12 @@ struct SimConfig {
   // random time up to chaos_max_delay, drawn from a generator seeded with this seed.
   std::optional<uint64_t> chaos_seed;
   std::chrono::nanoseconds chaos_max_delay = std::chrono::milliseconds(1);
+  // FERRY_SIM_COMPUTE: the modelled arithmetic rate in FLOP/s (0: off). Each compute kernel then
+  // occupies its stream for at least flops / compute_rate, so schedules can be measured at
+  // GPU-like speed on a small host. With compute_timing_only the arithmetic is skipped and
+  // kernel outputs are undefined: for schedule benchmarks only, never for results.
+  double compute_rate = 0;
+  bool compute_timing_only = false;
   // ThreadSanitizer builds only (no environment variable): whether TSan sees the sim workers'
   // accesses to device memory. True reports missing stream synchronization as a data race; a
   // test that races on device memory on purpose (to show chaos at work) turns it off. Accesses
@@ -71,11 +77,20 @@ size_t parse_memory_size(std::string_view text, std::string_view name = "size");
 // Bandwidths in bytes per second: "12G", "12GB/s", "900M" (K/M/G/T are powers of 1000, "Ki"
 // forms powers of 1024); "none", "off" or "0" mean unlimited.
 double parse_bandwidth(std::string_view text, std::string_view name = "bandwidth");
+// Rates: "15T", "900G", "1.5e13" FLOP/s (K/M/G/T are powers of 1000); "none", "off" or "0" mean
+// no model.
+double parse_flop_rate(std::string_view text, std::string_view name = "rate");
 // Durations: "250ns", "10us", "1.5ms", "2s"; "0" and "none" mean zero.
 std::chrono::nanoseconds parse_duration(std::string_view text, std::string_view name = "duration");
 
 // The settings in effect (the environment's until configure() is called).
 SimConfig config();
+// The compute-time model in effect, read without a lock (compute kernels ask on every launch).
+struct ComputeModel {
+  double rate = 0;  // FLOP/s; 0: no model
+  bool timing_only = false;
+};
+ComputeModel compute_model();
 // Replaces the settings. Waits for all queued sim work first. Changing `devices` or `memory`
 // requires that no sim allocation (device memory, pinned memory or IPC mapping) is live;
 // otherwise raises DeviceError. Streams survive; peer access is disabled again.

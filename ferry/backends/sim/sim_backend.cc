@@ -77,6 +77,8 @@ void SimBackend::apply(const SimConfig& c) {
   knobs_.chaos_generation.fetch_add(1, std::memory_order_relaxed);
   knobs_.chaos.store(c.chaos_seed.has_value(), std::memory_order_relaxed);
   knobs_.hide_device_memory.store(!c.tsan_sees_device_memory, std::memory_order_relaxed);
+  compute_rate_.store(c.compute_rate, std::memory_order_relaxed);
+  compute_timing_only_.store(c.compute_timing_only, std::memory_order_relaxed);
   device_count_.store(c.devices, std::memory_order_release);
 }
 
@@ -344,6 +346,8 @@ void SimBackend::ipc_close(int device, void* ptr) {
 namespace ferry::sim {
 
 SimConfig config() { return detail::sim_backend().config(); }
+
+ComputeModel compute_model() { return detail::sim_backend().compute_model(); }
 
 void configure(const SimConfig& config) { detail::sim_backend().configure(config); }
 

@@ -82,6 +82,10 @@ class SimBackend final : public Backend {
   int device_of(const void* ptr) const { return memory_.device_of(ptr); }
   // The same device, or a peer whose access `device` has enabled.
   bool peer_enabled(int device, int peer) const;
+  ComputeModel compute_model() const {
+    return {compute_rate_.load(std::memory_order_relaxed),
+            compute_timing_only_.load(std::memory_order_relaxed)};
+  }
   uint64_t pending_operations(int device, RawStream stream) const {
     return stream_of(device, stream, "pending_operations").pending();
   }
@@ -102,6 +106,8 @@ class SimBackend final : public Backend {
   std::atomic<size_t> memory_limit_{0};
   std::array<std::atomic<double>, kNumLinks> bandwidth_{};
   std::array<std::atomic<int64_t>, kNumLinks> latency_ns_{};
+  std::atomic<double> compute_rate_{0};
+  std::atomic<bool> compute_timing_only_{false};
   // One bit per (device, peer): allowed by the config / enabled by enable_peer_access.
   std::array<std::array<std::atomic<uint64_t>, 2>, kMaxSimDevices> peer_allowed_{};
   std::array<std::array<std::atomic<uint64_t>, 2>, kMaxSimDevices> peer_enabled_{};

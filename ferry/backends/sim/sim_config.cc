@@ -215,6 +215,31 @@ double parse_bandwidth(std::string_view text, std::string_view name) {
   return number * multiplier;
 }
 
+double parse_flop_rate(std::string_view text, std::string_view name) {
+  const std::string low = lower(trim(text));
+  if (low == "none" || low == "off" || low == "0") return 0;
+  // strtod rather than split_number: rates are often written in exponent form (1.5e13).
+  const std::string spelled(trim(text));
+  char* end = nullptr;
+  const double number = std::strtod(spelled.c_str(), &end);
+  bool ok = end != spelled.c_str();
+  std::string unit = ok ? lower(trim(std::string_view(end))) : std::string();
+  for (const char* suffix : {"flop/s", "flops", "flop"}) {
+    const std::string_view sv(suffix);
+    if (unit.size() >= sv.size() && unit.compare(unit.size() - sv.size(), sv.size(), sv) == 0) {
+      unit.resize(unit.size() - sv.size());
+      break;
+    }
+  }
+  const double multiplier = ok ? (unit.empty() ? 1 : size_multiplier(unit, 1000)) : 0;
+  ok = ok && multiplier > 0 && number > 0 && std::isfinite(number * multiplier);
+  FERRY_CHECK_AS(DeviceError, ok, name,
+                 ": expected a rate in FLOP/s such as 15T, 900G or 1.5e13 (or \"off\"), but got "
+                 "\"",
+                 text, "\"");
+  return number * multiplier;
+}
+
 std::chrono::nanoseconds parse_duration(std::string_view text, std::string_view name) {
   const std::string low = lower(trim(text));
   if (low == "none" || low == "off" || low == "0") return std::chrono::nanoseconds(0);
@@ -267,6 +292,11 @@ void SimConfig::validate() const {
   FERRY_CHECK_AS(DeviceError, chaos_max_delay.count() >= 0,
                  "sim config: expected a non-negative chaos delay, but got ",
                  chaos_max_delay.count(), " ns");
+  FERRY_CHECK_AS(DeviceError, compute_rate >= 0 && std::isfinite(compute_rate),
+                 "sim config: expected a non-negative, finite compute rate, but got ", compute_rate,
+                 " FLOP/s");
+  FERRY_CHECK_AS(DeviceError, !compute_timing_only || compute_rate > 0,
+                 "sim config: timing-only compute needs a compute rate, but the rate is off");
 }
 
 std::vector<std::pair<std::string, std::string>> SimConfig::settings() const {
@@ -296,6 +326,10 @@ std::vector<std::pair<std::string, std::string>> SimConfig::settings() const {
   out.emplace_back("FERRY_SIM_CHAOS",
                    chaos_seed ? std::to_string(*chaos_seed) + ":" + format_duration(chaos_max_delay)
                               : std::string("off"));
+  out.emplace_back("FERRY_SIM_COMPUTE", compute_rate == 0
+                                            ? std::string("off")
+                                            : format_size(compute_rate, 1000) + "FLOP/s" +
+                                                  (compute_timing_only ? ",timing-only" : ""));
   return out;
 }
 
@@ -353,6 +387,18 @@ SimConfig SimConfig::from_env(const std::function<const char*(const char*)>& get
       if (colon != std::string::npos) {
         c.chaos_max_delay = parse_duration(v->substr(colon + 1), "FERRY_SIM_CHAOS");
       }
+    }
+  }
+  if (auto v = get("FERRY_SIM_COMPUTE")) {
+    const size_t comma = v->find(',');
+    c.compute_rate = parse_flop_rate(trim(v->substr(0, comma)), "FERRY_SIM_COMPUTE");
+    if (comma != std::string::npos) {
+      const std::string mode = lower(std::string(trim(v->substr(comma + 1))));
+      FERRY_CHECK_AS(DeviceError, mode == "timing-only",
+                     "FERRY_SIM_COMPUTE: expected a rate such as 15T, optionally followed by "
+                     "\",timing-only\", but got \"",
+                     *v, "\"");
+      c.compute_timing_only = true;
     }
   }
   c.validate();

@@ -1,0 +1,76 @@
+// AccumulateGrad, GraphRoot and FormulaNode.
+#include "ferry/autograd/functions.h"
+
+#include <algorithm>
+
+#include "ferry/autograd/grad_mode.h"
+#include "ferry/autograd/variable.h"
+#include "ferry/core/error.h"
+#include "ferry/ops/factories.h"
+
+namespace ferry::autograd {
+
+AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable)) {
+  add_input_metadata(variable_);
+}
+
+variable_list AccumulateGrad::apply(variable_list&& grads) {
+  Tensor new_grad = std::move(grads.at(0));
+  if (!new_grad.defined()) return {};
+  AutogradMeta& meta = materialize_autograd_meta(variable_);
+  std::lock_guard<std::mutex> lock(meta.mutex);
+  if (GradMode::is_enabled()) {
+    // create_graph: .grad keeps the graph of the backward itself.
+    meta.grad = meta.grad.defined() ? meta.grad + new_grad : new_grad;
+    return {};
+  }
+  if (!meta.grad.defined()) {
+    // Steal a gradient no one else can see; copy one that others hold (a user's tensor, a view).
+    const bool unique = new_grad.use_count() == 1 && new_grad.storage().use_count() == 1 &&
+                        !new_grad.requires_grad() && new_grad.is_contiguous();
+    meta.grad = unique ? std::move(new_grad) : new_grad.detach().clone();
+  } else if (meta.grad.requires_grad()) {
+    meta.grad = meta.grad + new_grad;  // a grad made under create_graph: never write into it
+  } else {
+    meta.grad.add_(new_grad);
+  }
+  return {};
+}
+
+GraphRoot::GraphRoot(edge_list roots, variable_list grads)
+    : Node(std::move(roots)), grads_(std::move(grads)) {
+  for (const Tensor& g : grads_) {
+    if (g.defined()) {
+      add_input_metadata(g);
+    } else {
+      add_undefined_input();
+    }
+  }
+}
+
+variable_list FormulaNode::apply(variable_list&& grads) {
+  // A released node still runs: only its saved tensors are gone (SavedVariable::unpack raises
+  // if the formula needs one), as in PyTorch, where a graph without saved tensors can be run
+  // twice.
+  FERRY_CHECK(static_cast<bool>(formula_), name(), ": the node has no backward formula");
+  // No gradient reached any output: none flows on (formulas may assume a defined gradient).
+  if (std::none_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); })) {
+    return variable_list(num_outputs());
+  }
+  // Outputs that received none get zeros, so formulas see every gradient defined.
+  variable_list filled = grads;
+  for (uint32_t i = 0; i < filled.size() && i < num_inputs(); ++i) {
+    const InputMetadata& m = input_metadata(i);
+    if (!filled[i].defined() && m.defined) {
+      filled[i] = zeros(m.shape, TensorOptions(m.dtype).device(m.device));
+    }
+  }
+  return formula_(*this, filled);
+}
+
+void FormulaNode::release_variables() {
+  for (SavedVariable& s : saved_) s.reset_data();
+  released_ = true;
+}
+
+}  // namespace ferry::autograd
