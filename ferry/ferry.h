@@ -5,7 +5,9 @@
 #pragma once
 
 #include "ferry/autograd/engine.h"
+#include "ferry/autograd/function.h"
 #include "ferry/autograd/grad_mode.h"
+#include "ferry/autograd/gradcheck.h"
 #include "ferry/autograd/node.h"
 #include "ferry/backends/sim/sim.h"
 #include "ferry/core/device.h"
