@@ -64,7 +64,10 @@ Outcome matmul_onednn(const Tensor& out, const Tensor& a, const Tensor& b, doubl
                       double beta, const Tensor& bias, bool stage_all) {
   const MatmulLayout la0 = matmul_layout(a, false), lb0 = matmul_layout(b, false);
   const MatmulLayout lo0 = matmul_layout(out, true);
-  const Tensor a_used = la0.fast && !stage_all ? a : nn::dense_copy(a, a.dtype());
+  // matmul broadcasts one operand's batch, not both into a larger out: then a is expanded.
+  const bool both_broadcast = la0.dims[0] == 1 && lb0.dims[0] == 1 && out.size(0) > 1;
+  const Tensor a_used =
+      la0.fast && !stage_all && !both_broadcast ? a : nn::dense_copy(a, a.dtype());
   const Tensor b_used = lb0.fast && !stage_all ? b : nn::dense_copy(b, b.dtype());
   nn::OutputStage out_stage(out, lo0.fast && !stage_all, out.dtype(), MemoryFormat::Contiguous,
                             beta != 0);
