@@ -1,8 +1,10 @@
 // ferry's umbrella header: the whole public API in one include (tensors and their views,
-// factories, copy_/to and the device copy policy, devices and streams, memory, the dispatcher).
-// It declares nothing itself; the CPU kernels' internals (ferry/backends/cpu) are not public.
+// factories, copy_/to and the device copy policy, devices and streams, memory, the dispatcher,
+// CPU threads and SIMD target control, DLPack exchange). It declares nothing itself; the CPU
+// kernels' internals (ferry/backends/cpu beyond simd.h) are not public.
 #pragma once
 
+#include "ferry/backends/cpu/simd.h"
 #include "ferry/backends/sim/sim.h"
 #include "ferry/core/device.h"
 #include "ferry/core/error.h"
@@ -31,6 +33,7 @@
 #include "ferry/dispatch/operator_handle.h"
 #include "ferry/dispatch/tracing.h"
 #include "ferry/iter/memory_overlap.h"
+#include "ferry/iter/parallel.h"
 #include "ferry/iter/tensor_iterator.h"
 #include "ferry/memory/alloc_config.h"
 #include "ferry/memory/caching_allocator.h"
@@ -41,3 +44,7 @@
 #include "ferry/ops/copy.h"
 #include "ferry/ops/device_copy.h"
 #include "ferry/ops/factories.h"
+// DLPack exchange needs DLPack's own header (Debian's libdlpack-dev) where ferry is used.
+#if __has_include(<dlpack/dlpack.h>)
+#include "ferry/interop/dlpack.h"
+#endif
