@@ -1,6 +1,7 @@
 // The consumer's side of DLPack: checks everything a DLTensor says before taking ownership, then
 // wraps the producer's memory with from_blob so that the producer's deleter runs exactly once,
 // when the last tensor using the memory goes away. Read-only and copy=true imports are copied.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -12,6 +13,7 @@
 #include "ferry/core/error.h"
 #include "ferry/core/small_vector.h"
 #include "ferry/device/runtime.h"
+#include "ferry/device/stream.h"
 #include "ferry/interop/dlpack.h"
 #include "ferry/ops/factories.h"
 
@@ -123,7 +125,10 @@ Tensor import(Managed* managed, bool read_only, const DLPackImportOptions& optio
   Tensor shared = from_blob(c.data, c.sizes, c.strides, std::move(release),
                             TensorOptions(c.dtype).device(c.device));
   if (!copy) return shared;
-  return shared.clone();  // `shared` goes away here and releases the producer's tensor
+  Tensor out = shared.clone();
+  // `shared` goes away below and releases the producer's tensor: the copy must be done by then.
+  if (!c.device.is_cpu()) current_stream(c.device).synchronize();
+  return out;
 }
 
 }  // namespace
