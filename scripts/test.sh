@@ -24,8 +24,9 @@ ctest --test-dir "$build" --output-on-failure -j 2 "$@"
 
 # The pytest suite, on Debian's interpreter (the one with numpy, torch and pytest), against the
 # build tree's package. An AddressSanitizer build's extension needs the ASan runtime loaded
-# first: LD_PRELOAD it (leak checking is off: CPython keeps memory until exit by design; the
-# suite counts DLPack exports itself).
+# first, and libstdc++ with it (else ASan's __cxa_throw interceptor finds nothing to forward to
+# and the first C++ exception aborts); leak checking is off: CPython keeps memory until exit by
+# design, and the suite counts DLPack exports itself.
 if [[ -f "$build/python/ferry/__init__.py" ]]; then
   if [[ $# -gt 0 ]]; then
     echo "ferry: ctest arguments given; skipping the pytest suite" >&2
@@ -33,8 +34,8 @@ if [[ -f "$build/python/ferry/__init__.py" ]]; then
   fi
   pyenv=(PYTHONPATH="$build/python" FERRY_TOOL="$build/ferry")
   if [[ "${FERRY_SANITIZE:-}" == *address* ]]; then
-    asan=$(c++ -print-file-name=libasan.so)
-    pyenv+=(LD_PRELOAD="$asan" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
+    preload="$(c++ -print-file-name=libasan.so) $(c++ -print-file-name=libstdc++.so)"
+    pyenv+=(LD_PRELOAD="$preload" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
   fi
   read -r -a pytest_args <<<"${FERRY_PYTEST_ARGS:-}"
   env "${pyenv[@]}" /usr/bin/python3 -m pytest -q -p no:cacheprovider "$root/python/tests" \

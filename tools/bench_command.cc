@@ -85,7 +85,7 @@ FERRY_REGISTER_COMMAND(
         options->json_text = &json;
         const int status = bench::run_copy_bench(*options);
         if (status != 0) return status;
-        plot_json(json, *plot, "ferry bench: copy_ against memcpy and PyTorch");
+        plot_json(json, *plot, "ferry bench: copy_");
         std::fprintf(options->json == "-" ? stderr : stdout, "wrote %s\n", plot->c_str());
         return 0;
       };

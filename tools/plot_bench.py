@@ -108,10 +108,14 @@ def main():
                              figsize=(6.5 * len(panels), 1.2 + 0.32 * n_rows * max(len(threads), 1)))
     for ax, (pcases, values, title, note) in zip(axes[0], panels):
         panel(ax, pcases, threads, values, title, note)
+    unplotted = [c for c in cases if not any((c, t) in memcpy or (c, t) in torch for t in threads)]
+    if unplotted:
+        fig.text(0.01, 0.005, "not drawn (no ratio without PyTorch): " + ", ".join(unplotted),
+                 fontsize=7, color="gray")
     heading = args.title or "ferry bench"
     details = ", ".join(x for x in ["SIMD " + data.get("simd_target", "?"), cpu_model()] if x)
     fig.suptitle("%s\n%s" % (heading, details), fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.02 if unplotted else 0, 1, 1))
     fig.savefig(args.out, dpi=110)
     return 0
 
