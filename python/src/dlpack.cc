@@ -165,16 +165,22 @@ Tensor from_dlpack_object(py::handle obj, py::object device, std::optional<bool>
     kwargs["dl_device"] = py::make_tuple(static_cast<int>(d.device_type), d.device_id);
   }
   if (copy) kwargs["copy"] = *copy;
+  // A producer that predates DLPack 1.0's keywords (numpy 1.24, torch 1.13) raises TypeError
+  // for them: ask it as 0.x, and remember its type so that the next exchange asks so at once.
+  static py::set* legacy_types = new py::set();  // leaked: used until the interpreter exits
+  const py::handle type = py::type::handle_of(obj);
   py::object capsule;
-  bool producer_did_all = true;
-  try {
-    capsule = obj.attr("__dlpack__")(**kwargs);
-  } catch (py::error_already_set& e) {
-    if (!e.matches(PyExc_TypeError)) throw;
-    // A producer that predates DLPack 1.0's keywords (numpy 1.24, torch 1.13): ask as 0.x.
-    producer_did_all = false;
-    capsule = obj.attr("__dlpack__")(py::arg("stream") = source_stream);
+  bool producer_did_all = !legacy_types->contains(type);
+  if (producer_did_all) {
+    try {
+      capsule = obj.attr("__dlpack__")(**kwargs);
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_TypeError)) throw;
+      producer_did_all = false;
+      legacy_types->add(type);
+    }
   }
+  if (!producer_did_all) capsule = obj.attr("__dlpack__")(py::arg("stream") = source_stream);
   Tensor t =
       consume_capsule(capsule, producer_did_all ? (copy == false ? copy : std::nullopt) : copy);
   if (!producer_did_all && want && t.device() != *want) {
