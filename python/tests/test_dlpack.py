@@ -150,6 +150,16 @@ def test_version_negotiation():
         ferry.from_dlpack(cap)
 
 
+def test_capsules_from_torch(torch):
+    t = torch.arange(6.0).reshape(2, 3).t()
+    cap = torch.utils.dlpack.to_dlpack(t)
+    f = ferry.from_dlpack(cap)  # a legacy capsule, consumed directly
+    assert capsule_name(cap) == "used_dltensor"
+    assert f.data_ptr() == t.data_ptr() and f.stride() == (1, 3) and f.tolist() == t.tolist()
+    back = torch.utils.dlpack.from_dlpack(ferry.to_dlpack(f))
+    assert back.data_ptr() == t.data_ptr()
+
+
 def test_lifetime_producer_first(torch):
     alive = ferry._C._dlpack_exports_alive()
     f = ferry.arange(1000, dtype=ferry.float32)
