@@ -41,5 +41,6 @@ if [[ -f "$build/python/ferry/__init__.py" ]]; then
   env "${pyenv[@]}" /usr/bin/python3 -m pytest -q -p no:cacheprovider "$root/python/tests" \
     "${pytest_args[@]}"
 else
-  echo "ferry: the Python package was not built (no Python 3 or pybind11); pytest skipped" >&2
+  echo "ferry: no Python package in $build (FERRY_PYTHON=OFF, as in the TSan build, or no" \
+       "Python 3 / pybind11); pytest skipped" >&2
 fi
