@@ -110,7 +110,8 @@ TEST_P(SimAutograd, EachNodeRunsOnTheStreamItsForwardRanOn) {
   Tensor mid, out;
   {
     StreamGuard g(s1);
-    mid = RecordStream::apply(x * 2);  // forward on s1
+    s1.wait_stream(default_stream(sim0));  // x was filled on the default stream
+    mid = RecordStream::apply(x * 2);      // forward on s1
   }
   {
     StreamGuard g(s2);
