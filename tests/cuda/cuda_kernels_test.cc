@@ -1,11 +1,13 @@
 // The CUDA compute kernels as a whole. Without a GPU: every compute stub has a CUDA kernel when
-// the backend is built (the cuDNN-backed ones when cuDNN was found), and a kernel handed host
-// tensors raises DeviceError before touching the CUDA runtime. With a GPU (skipped otherwise,
-// with "no CUDA device"): each kernel against the CPU's on random inputs in several dtypes and
-// layouts (the nn kernels against the CPU kernels when those are registered).
+// the backend is built (the cuDNN-backed ones when cuDNN was found), cuBLAS is not loaded until a
+// GEMM runs, and a kernel handed host tensors raises DeviceError before touching the CUDA runtime.
+// With a GPU (skipped otherwise, with "no CUDA device"): each kernel against the CPU's on random
+// inputs in several dtypes and layouts (the nn kernels against the CPU kernels when those are
+// registered).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
@@ -75,6 +77,18 @@ TEST(CudaKernels, EveryComputeStubHasACudaKernelWhenBuilt) {
   for (const StubInfo& s : all_stubs()) {
     const bool expected = FERRY_WITH_CUDA != 0 && (!s.needs_cudnn || FERRY_WITH_CUDNN != 0);
     EXPECT_EQ(s.has_cuda, expected) << s.name;
+  }
+}
+
+// cuBLAS is loaded by the first CUDA GEMM, not at start: loading libcublasLt costs every process
+// about half a second and 200 MB (ferry/backends/cuda/cublas_loader.h).
+TEST(CudaKernels, CublasIsNotLoadedAtStart) {
+  if (device_count(DeviceType::CUDA) > 0) GTEST_SKIP() << "a GPU test may have run a GEMM";
+  std::ifstream maps("/proc/self/maps");
+  ASSERT_TRUE(maps.good());
+  std::string line;
+  while (std::getline(maps, line)) {
+    EXPECT_EQ(line.find("libcublas"), std::string::npos) << line;
   }
 }
 

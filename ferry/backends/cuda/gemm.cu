@@ -6,8 +6,8 @@
 // (gemm_plan.h; a batch stride of 0 broadcasts) and are staged through dense copies otherwise.
 // The bias (and beta) is applied first by a small kernel, cuBLAS then adds the product with
 // beta = 1; a float16/bfloat16 output with both a bias and beta != 0 is thus rounded twice.
-// One cuBLAS handle per (device, thread), bound to the device's current stream for each call.
-#include <cublas_v2.h>
+// One cuBLAS handle per (device, thread), bound to the device's current stream for each call;
+// cuBLAS itself is loaded on the first GEMM (cublas_loader.h).
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -15,6 +15,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "ferry/backends/cuda/cublas_loader.h"
 #include "ferry/backends/cuda/cuda_compute.h"
 #include "ferry/backends/cuda/gemm_plan.h"
 #include "ferry/backends/cuda/handle_pool.h"
@@ -27,8 +28,8 @@ constexpr const char* kOp = "gemm";
 
 void check_cublas(cublasStatus_t status, int device, const char* call) {
   FERRY_CHECK_AS(DeviceError, status == CUBLAS_STATUS_SUCCESS, "cuda:", device, ": ", call,
-                 " failed: ", cublasGetStatusString(status), " (status ", static_cast<int>(status),
-                 ")");
+                 " failed: ", cublas_api().status_string(status), " (status ",
+                 static_cast<int>(status), ")");
 }
 
 struct CublasTraits {
@@ -37,13 +38,14 @@ struct CublasTraits {
     int device = -1;
     (void)cudaGetDevice(&device);
     cublasHandle_t h = nullptr;
-    check_cublas(cublasCreate(&h), device, "cublasCreate");
+    check_cublas(cublas_api().create(&h), device, "cublasCreate");
     // Float32 accumulation for float16/bfloat16, as the CPU kernels; TF32 is chosen per call
     // through the compute type.
-    check_cublas(cublasSetMathMode(h, static_cast<cublasMath_t>(
-                                          CUBLAS_DEFAULT_MATH |
-                                          CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
-                 device, "cublasSetMathMode");
+    check_cublas(
+        cublas_api().set_math_mode(
+            h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                         CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+        device, "cublasSetMathMode");
     return h;
   }
 };
@@ -232,15 +234,15 @@ void cuda_gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha
     const void* alpha_p = f64 ? static_cast<const void*>(&alpha) : &alpha_f;
     const void* beta_p = f64 ? static_cast<const void*>(&beta_used) : &beta_f;
     const cublasHandle_t h = HandlePool<CublasTraits>::get(device);
-    check_cublas(cublasSetStream(h, scope.stream()), device, "cublasSetStream");
+    check_cublas(cublas_api().set_stream(h, scope.stream()), device, "cublasSetStream");
     check_cublas(
-        cublasGemmStridedBatchedEx(h, p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                   p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(p.m),
-                                   static_cast<int>(p.n), static_cast<int>(p.k), alpha_p,
-                                   first.const_data_ptr(), dt, static_cast<int>(p.lda), p.stride_a,
-                                   second.const_data_ptr(), dt, static_cast<int>(p.ldb), p.stride_b,
-                                   beta_p, o.data_ptr(), dt, static_cast<int>(p.ldc), p.stride_c,
-                                   static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT),
+        cublas_api().gemm_strided_batched(
+            h, p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+            static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k), alpha_p,
+            first.const_data_ptr(), dt, static_cast<int>(p.lda), p.stride_a,
+            second.const_data_ptr(), dt, static_cast<int>(p.ldb), p.stride_b, beta_p, o.data_ptr(),
+            dt, static_cast<int>(p.ldc), p.stride_c, static_cast<int>(batch), compute,
+            CUBLAS_GEMM_DEFAULT),
         device, "cublasGemmStridedBatchedEx");
   }
   stage.finish();
