@@ -35,8 +35,10 @@ Tensor run(const ElementwiseOp& op, const Tensor& out, std::initializer_list<Ten
   std::array<Tensor, 3> converted;
   size_t n = 0;
   for (const Tensor& in : inputs) {
-    const bool keep = in.dtype() == compute || (op.kind == K::Where && n == 0);
-    converted[n++] = keep ? in : in.to(compute);
+    // Kernels read stored values: a lazily negated view (_neg_view) is materialized first.
+    const Tensor plain = in.is_neg() ? in.resolve_neg() : in;
+    const bool keep = plain.dtype() == compute || (op.kind == K::Where && n == 0);
+    converted[n++] = keep ? plain : plain.to(compute);
   }
   TensorIteratorConfig config;
   config.add_output(out);

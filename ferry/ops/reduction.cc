@@ -32,8 +32,10 @@ std::vector<int64_t> reduction_dims(IntArrayRef dims, int64_t rank, const char* 
 namespace {
 
 // Reduces `self` over `dims` into a new tensor of `dtype`, keeping the dims or not.
-Tensor reduce_into(const Tensor& self, const std::vector<int64_t>& dims, bool keepdim,
+Tensor reduce_into(const Tensor& input, const std::vector<int64_t>& dims, bool keepdim,
                    ScalarType dtype, ReduceKind kind) {
+  // Kernels read stored values: a lazily negated view (_neg_view) is materialized first.
+  const Tensor self = input.is_neg() ? input.resolve_neg() : input;
   DimVector kept(self.sizes());
   for (int64_t d : dims) kept[static_cast<size_t>(d)] = 1;
   Tensor out = empty(kept, TensorOptions(dtype).device(self.device()));

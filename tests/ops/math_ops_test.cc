@@ -158,5 +158,13 @@ TEST(Reductions, ValuesDtypesAndShapes) {
   EXPECT_THROW(zeros({0, 3}).amax({0}), IndexError);
 }
 
+TEST(LazyBits, ANegatedViewReadsNegatedInEveryOperator) {
+  const Tensor x = arange(4, kFloat32)._neg_view();  // reads 0, -1, -2, -3
+  EXPECT_THAT(values_of(x + 1), ElementsAre(1, 0, -1, -2));
+  EXPECT_EQ(x.sum().item<float>(), -6);
+  EXPECT_EQ(x.amax().item<float>(), 0);
+  EXPECT_THAT(values_of(x.relu()), ElementsAre(0, 0, 0, 0));
+}
+
 }  // namespace
 }  // namespace ferry

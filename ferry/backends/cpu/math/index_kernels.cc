@@ -9,6 +9,7 @@
 #include "ferry/backends/cpu/math/math_kernels.h"
 #include "ferry/core/convert.h"
 #include "ferry/core/error.h"
+#include "ferry/core/views.h"
 #include "ferry/iter/parallel.h"
 
 namespace ferry::cpu {
@@ -50,10 +51,21 @@ void index_select(const Tensor& out, const Tensor& self, const Tensor& index) {
                  "index_select: expected out [", index.numel(), ", ...] for self ", self.sizes(),
                  ", but got out ", out.sizes());
   const std::vector<int64_t> rows = read_indices(index, self.size(0), "index_select");
-  // Each selected row is a copy of one row of self: use the copy engine row by row when rows are
-  // large, an element loop otherwise.
-  const Tensor src_rows = self.reshape({self.size(0), -1});
-  const Tensor dst_rows = out.reshape({out.size(0), -1});
+  // Rows are written through a [rows, width] view of out; an out that has none (its trailing
+  // dims do not merge) is filled through a dense temporary and copied in.
+  const bool viewable =
+      out.numel() == 0 ||
+      native::compute_view_strides(out.sizes(), out.strides(),
+                                   {out.size(0), out.numel() / std::max<int64_t>(out.size(0), 1)});
+  if (!viewable) {
+    Tensor dense = out.contiguous();
+    index_select(dense, self, index);
+    Tensor(out).copy_(dense);
+    return;
+  }
+  if (out.numel() == 0) return;
+  const Tensor src_rows = self.contiguous().reshape({self.size(0), -1});
+  const Tensor dst_rows = native::view(out, {out.size(0), -1});
   const int64_t width = src_rows.size(1);
   visit_dtype(self.dtype(), [&]<typename T>() {
     const T* s = static_cast<const T*>(src_rows.data_ptr());
