@@ -118,7 +118,8 @@ TEST_P(SimAutograd, EachNodeRunsOnTheStreamItsForwardRanOn) {
     s2.wait_stream(s1);
     out = RecordStream::apply(mid.exp());  // forward on s2
   }
-  out.sum().backward();  // from the default stream
+  default_stream(sim0).wait_stream(s2);  // out was made on s2
+  out.sum().backward();                  // from the default stream
   ASSERT_EQ(seen_streams.size(), 2u);
   EXPECT_EQ(seen_streams[0], s2);  // the later node runs first
   EXPECT_EQ(seen_streams[1], s1);
