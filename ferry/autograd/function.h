@@ -109,6 +109,12 @@ class CppNode final : public Node {
   std::vector<size_t> arg_tensor_counts_;
 
  protected:
+  void release_resources() override {
+    ctx_.saved_.clear();
+    ctx_.to_save_.clear();
+    ctx_.saved_data.clear();
+    Node::release_resources();
+  }
   variable_list apply(variable_list&& grads) override {
     if (ctx_.materialize_grads_) {
       for (uint32_t i = 0; i < grads.size() && i < num_inputs(); ++i) {

@@ -22,6 +22,10 @@ class AccumulateGrad final : public Node {
 
  protected:
   variable_list apply(variable_list&& grads) override;
+  void release_resources() override {
+    variable_ = Tensor();
+    Node::release_resources();
+  }
 
  private:
   Tensor variable_;
@@ -62,6 +66,11 @@ class FormulaNode final : public Node {
 
  protected:
   variable_list apply(variable_list&& grads) override;
+  void release_resources() override {
+    saved_.clear();
+    formula_ = nullptr;
+    Node::release_resources();
+  }
 
  private:
   std::string name_;

@@ -54,6 +54,12 @@ void Node::check_not_released() const {
               "on the first backward call if you need to backward twice.");
 }
 
+void Node::release_resources() {
+  next_edges_.clear();
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  retain_grad_hooks_.clear();
+}
+
 void Node::add_retain_grad_hook(uint32_t output_nr, const Tensor& tensor) {
   std::lock_guard<std::mutex> lock(hooks_mutex_);
   for (auto& [nr, weak] : retain_grad_hooks_) {

@@ -99,6 +99,9 @@ class Node : public RefCounted {
 
  protected:
   virtual variable_list apply(variable_list&& grads) = 0;
+  // The last strong handle is gone but weak ones remain (a leaf's handle on its accumulator):
+  // drop what the node owns, so that the tensors it holds are not kept alive by the weak handle.
+  void release_resources() override;
   bool released_ = false;
 
  private:
