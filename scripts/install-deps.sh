@@ -3,8 +3,10 @@
 # Usage: scripts/install-deps.sh [--torch]   (--torch adds libtorch-dev for side-by-side benchmarks)
 set -euo pipefail
 
+# libdnnl-dev's CMake config looks for OpenCL (Debian builds oneDNN with its OpenCL GPU runtime)
+# but the package does not depend on OpenCL's headers: ocl-icd-opencl-dev brings them.
 packages=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev libcli11-dev
-          clang-format)
+          libdnnl-dev ocl-icd-opencl-dev clang-format)
 if [[ "${1:-}" == "--torch" ]]; then
   packages+=(libtorch-dev)
 fi
