@@ -41,7 +41,8 @@ Tensor run(const ElementwiseOp& op, const Tensor& out, std::initializer_list<Ten
   TensorIteratorConfig config;
   config.add_output(out);
   for (size_t i = 0; i < n; ++i) config.add_input(converted[i]);
-  if (op.kind == K::Where) config.check_all_same_dtype(false);
+  // where: the condition is bool, the result has the values' dtype (not the first input's).
+  if (op.kind == K::Where) config.check_all_same_dtype(false).output_dtype(compute);
   if (bool_output) config.check_all_same_dtype(false).output_dtype(kBool);
   if (out.defined()) config.resize_outputs(false);
   TensorIterator iter = config.build();
