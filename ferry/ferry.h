@@ -45,5 +45,7 @@
 #include "ferry/ops/copy.h"
 #include "ferry/ops/device_copy.h"
 #include "ferry/ops/factories.h"
+#include "ferry/ops/linalg.h"
 #include "ferry/ops/math.h"
+#include "ferry/ops/nn_ops.h"
 #include "ferry/ops/type_promotion.h"
