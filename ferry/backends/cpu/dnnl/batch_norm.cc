@@ -159,7 +159,9 @@ bool backward_onednn(const Tensor& dx3, const Tensor& dscale, const Tensor& dshi
   const Tensor dy = ncs_in(dy3, diff_layout, dtype), x = ncs_in(x3, data_layout, dtype);
   nn::OutputStage dx = ncs_out(dx3, diff_layout, dtype);
   const auto diff_md = desc_4d(dy, diff_layout), data_md = desc_4d(x, data_layout);
-  const bool full = dscale.defined() || dshift.defined();
+  // oneDNN 2.6 implements backward_data only without a scale: with one, it computes the scale
+  // and shift gradients too (into temporaries when they are not wanted).
+  const bool full = true;
   Flags flags = full ? Flags::use_scale | Flags::use_shift : Flags::use_scale;
   if (!training) flags = flags | Flags::use_global_stats;
 
@@ -205,6 +207,8 @@ bool backward_onednn(const Tensor& dx3, const Tensor& dscale, const Tensor& dshi
     unused_dshift = dshift.defined() ? dshift : nn::host_empty({x.size(1)}, kFloat32);
     args.emplace(DNNL_ARG_DIFF_SCALE, onednn::memory_of(stat_md, unused_dscale));
     args.emplace(DNNL_ARG_DIFF_SHIFT, onednn::memory_of(stat_md, unused_dshift));
+    // Its value does not enter the gradients, but oneDNN asks for the shift with use_shift.
+    args.emplace(DNNL_ARG_SHIFT, onednn::memory_of(stat_md, unused_dshift));
   }
   try {
     onednn::execute(*entry, args);

@@ -136,7 +136,9 @@ bool backward_onednn(const Tensor& dx2, const Tensor& dscale, const Tensor& dshi
   nn::OutputStage dx(dx2, dx_in_place ? Tensor() : nn::host_empty(dx2.sizes(), dtype));
   const Tensor x = x2.dtype() == dtype && rows_dense(x2) ? x2 : rows_copy(x2, dtype);
   const auto diff_md = rows_desc(dy), data_md = rows_desc(x);
-  const bool full = dscale.defined() || dshift.defined();
+  // oneDNN 2.6 implements backward_data only without a scale: with one, it computes the scale
+  // and shift gradients too (into temporaries when they are not wanted).
+  const bool full = true;
   const Flags flags = full ? Flags::use_scale | Flags::use_shift : Flags::use_scale;
 
   onednn::TeamScope team;
@@ -182,6 +184,8 @@ bool backward_onednn(const Tensor& dx2, const Tensor& dscale, const Tensor& dshi
     dsh = dshift.defined() ? dshift : nn::host_empty({x.size(1)}, kFloat32);
     args.emplace(DNNL_ARG_DIFF_SCALE, onednn::memory_of(vec_md, ds));
     args.emplace(DNNL_ARG_DIFF_SHIFT, onednn::memory_of(vec_md, dsh));
+    // Its value does not enter the gradients, but oneDNN asks for the shift with use_shift.
+    args.emplace(DNNL_ARG_SHIFT, onednn::memory_of(vec_md, dsh));
   }
   try {
     onednn::execute(*entry, args);
@@ -269,6 +273,17 @@ void layer_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rst
   const Tensor w = flat_in(weight), b = flat_in(bias);
   if (input.dtype() == kFloat64) {
     reference::layer_norm_forward(y.view, m.view, r.view, x2, w, b, eps);
+  } else if (s.cols == 1) {
+    // oneDNN 2.6 gets one-element rows wrong (bfloat16 mean and output); the loops are exact and
+    // there is nothing to vectorize.
+    const Tensor y64 = nn::host_empty(y.view.sizes(), kFloat64);
+    const Tensor m64 = nn::host_empty({s.rows}, kFloat64), r64 = nn::host_empty({s.rows}, kFloat64);
+    reference::layer_norm_forward(y64, m64, r64, nn::dense_copy(x2, kFloat64),
+                                  w.defined() ? nn::dense_copy(w, kFloat64) : w,
+                                  b.defined() ? nn::dense_copy(b, kFloat64) : b, eps);
+    Tensor(y.view).copy_(y64);
+    Tensor(m.view).copy_(m64);
+    Tensor(r.view).copy_(r64);
   } else {
     const Tensor mean32 = nn::host_empty({s.rows}, kFloat32),
                  var32 = nn::host_empty({s.rows}, kFloat32);
@@ -330,6 +345,15 @@ void layer_norm_backward(const Tensor& grad_input, const Tensor& grad_weight,
   if (input.dtype() == kFloat64) {
     reference::layer_norm_backward(grad_input.defined() ? dx.view : Tensor(), dw.view, db.view, dy2,
                                    x2, m, r, w);
+  } else if (s.cols == 1) {  // as in the forward: the loops, in float64
+    const auto f64 = [](const Tensor& t) { return t.defined() ? nn::dense_copy(t, kFloat64) : t; };
+    const Tensor dx64 = nn::host_empty({s.rows, 1}, kFloat64);
+    const Tensor dw64 = dw.view.defined() ? nn::host_empty({1}, kFloat64) : Tensor();
+    const Tensor db64 = db.view.defined() ? nn::host_empty({1}, kFloat64) : Tensor();
+    reference::layer_norm_backward(dx64, dw64, db64, f64(dy2), f64(x2), f64(m), f64(r), f64(w));
+    Tensor(dx.view).copy_(dx64);
+    if (dw64.defined()) Tensor(dw.view).copy_(dw64);
+    if (db64.defined()) Tensor(db.view).copy_(db64);
   } else {
     const Tensor mean32 = nn::f32_vector(m);
     Tensor var32 = nn::dense_copy(r, kFloat32);
