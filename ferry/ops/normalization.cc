@@ -44,9 +44,21 @@ void check_bn_input(const char* op, const Tensor& input) {
   check_floating(op, "input", input);
 }
 
-Tensor& bump(Tensor& t) {
-  t.impl()->bump_version();
-  return t;
+// A [C] statistics vector as the kernels take it (in the statistics dtype): t itself, or a
+// float32 copy of a 16-bit one (PyTorch lets running statistics share a bfloat16 input's dtype).
+Tensor as_stat(const Tensor& t, ScalarType sd) {
+  return !t.defined() || t.dtype() == sd ? t : t.to(sd);
+}
+
+// After the training kernel updated `used` in place: the caller's running statistic gets the
+// update (copied back when the kernel worked on a float32 copy), and its version moves on.
+void finish_running(Tensor& running, const Tensor& used) {
+  if (!running.defined()) return;
+  if (used.is_same(running)) {
+    running.impl()->bump_version();
+  } else {
+    running.copy_(used);
+  }
 }
 
 std::tuple<Tensor, Tensor, Tensor> native_batch_norm_kernel(
@@ -73,8 +85,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_kernel(
     FERRY_CHECK(running_mean.defined() && running_var.defined(), kOp,
                 ": running_mean and running_var must be defined in evaluation mode");
     if (input.numel() > 0) {
-      batch_norm_forward_inference_stub(device, out, input, weight, bias, running_mean, running_var,
-                                        eps);
+      batch_norm_forward_inference_stub(device, out, input, weight, bias, as_stat(running_mean, sd),
+                                        as_stat(running_var, sd), eps);
     }
     return {out, empty({0}, stat_options), empty({0}, stat_options)};
   }
@@ -83,10 +95,11 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_kernel(
                  ": Expected more than 1 value per channel when training, got input size ",
                  input.sizes());
   Tensor save_mean = empty(channel, stat_options), save_invstd = empty(channel, stat_options);
+  const Tensor mean_used = as_stat(running_mean, sd), var_used = as_stat(running_var, sd);
   batch_norm_forward_training_stub(device, out, save_mean, save_invstd, input, weight, bias,
-                                   running_mean, running_var, momentum, eps);
-  if (running_mean.defined()) bump(running_mean);
-  if (running_var.defined()) bump(running_var);
+                                   mean_used, var_used, momentum, eps);
+  finish_running(running_mean, mean_used);
+  finish_running(running_var, var_used);
   return {out, save_mean, save_invstd};
 }
 
@@ -116,10 +129,12 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward_kernel(
     FERRY_CHECK(mean.defined() && var.defined(), kOp,
                 ": running_mean and running_var must be defined in evaluation mode");
     check_param(kOp, "running_var", var, input, channel);
-    invstd = rsqrt(var + eps);
+    invstd = rsqrt(as_stat(var, stat_dtype(input.dtype())) + eps);
   }
   check_param(kOp, train ? "save_mean" : "running_mean", mean, input, channel);
   check_param(kOp, "save_invstd", invstd, input, channel);
+  mean = as_stat(mean, stat_dtype(input.dtype()));
+  invstd = as_stat(invstd, stat_dtype(input.dtype()));
   const Tensor go = grad_out.dtype() == input.dtype() ? grad_out : grad_out.to(input.dtype());
   Tensor grad_input = input_grad ? empty_like(input, {}, input.suggest_memory_format()) : Tensor();
   // Without a weight there is no affine gradient, as in PyTorch.

@@ -112,6 +112,16 @@ TEST(BatchNorm, EvaluationUsesRunningStatisticsAndKeepsChannelsLast) {
     auto [train, sm, si] =
         native_batch_norm(xd, w.to(dtype), b.to(dtype), rm32, rv32, true, 0.1, 1e-3);
     EXPECT_EQ(sm.dtype(), kFloat32);
+    // Running statistics in the input's own 16-bit dtype work too, and receive the update.
+    Tensor rm16 = rm.to(dtype), rv16 = rv.to(dtype);
+    const Tensor both = batch_norm(xd, w.to(dtype), b.to(dtype), rm16, rv16, true, 0.1, 1e-3);
+    EXPECT_ALL_CLOSE(both, train, 0, 0);
+    EXPECT_ALL_CLOSE(rm16, rm32, tol, tol);
+    EXPECT_ALL_CLOSE(rv16, rv32, tol, tol);
+    const Tensor w32 = w.to(kFloat32), b32 = b.to(kFloat32);
+    EXPECT_ALL_CLOSE(
+        batch_norm(xd, w32, b32, rm16, rv16, false, 0.1, 1e-3),
+        batch_norm(xd, w32, b32, rm16.to(kFloat32), rv16.to(kFloat32), false, 0.1, 1e-3), 0, 0);
     EXPECT_ALL_CLOSE(
         train,
         ref_batch_norm(xd.to(kFloat64), w.to(dtype), b.to(dtype), Tensor(), Tensor(), 1e-3).out,
