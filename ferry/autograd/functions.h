@@ -22,6 +22,9 @@ class AccumulateGrad final : public Node {
 
  protected:
   variable_list apply(variable_list&& grads) override;
+  // The graph let go of this accumulator while the leaf still holds its weak handle: drop the
+  // leaf, or leaf -> weak handle -> this shell -> leaf would keep both alive for good.
+  void release_resources() override { variable_ = Tensor(); }
 
  private:
   Tensor variable_;
