@@ -106,6 +106,20 @@ TEST_F(NnSimTest, GradcheckOnSim) {
       {on_sim({3, 4})}));
 }
 
+// Only the data can show an index out of range; on sim the stream worker finds it, and the next
+// synchronization of the stream reports it (as a CUDA device-side assert would be).
+TEST_F(NnSimTest, AnIndexOutOfRangeSurfacesAtTheNextSynchronization) {
+  const Tensor w = ones({6, 3}, TensorOptions(kFloat32).device(kSim));
+  const Tensor bad = full({2}, 6, TensorOptions(kInt64).device(kSim));
+  EXPECT_THAT(error_of<DeviceError>([&] { embedding(w, bad).cpu(); }),
+              ::testing::HasSubstr("index 6 is out of bounds: expected a value in [0, 6)"));
+  const Tensor lp = zeros({2, 3}, TensorOptions(kFloat32).device(kSim));
+  EXPECT_THAT(error_of<DeviceError>([&] { nll_loss(lp, bad).cpu(); }),
+              ::testing::HasSubstr("index 6 is out of bounds"));
+  // The stream carries on.
+  EXPECT_EQ(embedding(w, zeros({2}, TensorOptions(kInt64).device(kSim))).sum().item<double>(), 6);
+}
+
 class NnChaosTest : public SimTest {
  protected:
   sim::SimConfig config() const override {
