@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ferry needs to build and test, skipping those already present.
 # Usage: scripts/install-deps.sh [--torch]   (--torch adds libtorch-dev for side-by-side benchmarks)
+# nlohmann-json3-dev: the tests' safetensors reader (tests/support/safetensors.h).
 set -euo pipefail
 
 packages=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev libcli11-dev
-          clang-format)
+          clang-format nlohmann-json3-dev)
 if [[ "${1:-}" == "--torch" ]]; then
   packages+=(libtorch-dev)
 fi
