@@ -41,7 +41,9 @@ Tensor run(const ElementwiseOp& op, const Tensor& out, std::initializer_list<Ten
   TensorIteratorConfig config;
   config.add_output(out);
   for (size_t i = 0; i < n; ++i) config.add_input(converted[i]);
-  if (op.kind == K::Where) config.check_all_same_dtype(false);
+  // where's condition (input 0) is bool; the output takes the values' dtype, not the first
+  // input's (the iterator's default), which the kernel writes as `compute`.
+  if (op.kind == K::Where) config.check_all_same_dtype(false).output_dtype(compute);
   if (bool_output) config.check_all_same_dtype(false).output_dtype(kBool);
   if (out.defined()) config.resize_outputs(false);
   TensorIterator iter = config.build();
