@@ -27,6 +27,8 @@ const std::vector<KnownDifference>& known() {
        "gelu_backward has no autograd formula: gelu has no double backward in ferry"},
       {"threshold_backward/f64_half", "", "only threshold 0",
        "ferry's threshold_backward takes only threshold 0 (relu's)"},
+      {"threshold_backward/*", "", "only threshold 0",
+       "ferry's threshold_backward takes only threshold 0 (relu's)"},
       {"sign/bool", "", "expected a dtype the operation is defined for",
        "ferry's sign refuses bool tensors; PyTorch's returns them unchanged"},
       {"sign/*", "", "requires_grad is false in ferry",

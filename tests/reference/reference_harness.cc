@@ -375,10 +375,16 @@ CaseResult check_case(const ReferenceRun& run, const json& entry, const OpEntry&
     }
     if (spec.value("strides", false) && outs[i].numel() > 0) {
       std::ostringstream m;
-      const auto strides = info[i]["strides"].get<std::vector<int64_t>>();
-      if (outs[i].strides().vec() != strides) {
-        m << what << ": strides " << outs[i].strides() << " in ferry, " << IntArrayRef(strides)
-          << " in PyTorch (sizes " << outs[i].sizes() << ")";
+      // The strides of size-1 dimensions address nothing: ferry and PyTorch may differ there.
+      auto strides = info[i]["strides"].get<std::vector<int64_t>>();
+      std::vector<int64_t> ours = outs[i].strides().vec();
+      for (size_t d = 0; d < strides.size() && d < ours.size(); ++d) {
+        if (outs[i].size(static_cast<int64_t>(d)) == 1) strides[d] = ours[d];
+      }
+      if (ours != strides) {
+        m << what << ": strides " << outs[i].strides() << " in ferry, "
+          << IntArrayRef(info[i]["strides"].get<std::vector<int64_t>>()) << " in PyTorch (sizes "
+          << outs[i].sizes() << ")";
         fail(m.str());
       }
       if (outs[i].storage_offset() != info[i]["offset"].get<int64_t>()) {
@@ -432,8 +438,11 @@ CaseResult check_case(const ReferenceRun& run, const json& entry, const OpEntry&
     // PyTorch's None and a zero gradient mean the same; compare values either way.
     if (!want.defined()) want = zeros(got.sizes(), TensorOptions(got.dtype()));
     if (!got.defined()) got = zeros(want.sizes(), TensorOptions(want.dtype()));
+    // Formulas are chains of ops that round at each step in bfloat16/float16, chained
+    // differently in ferry and PyTorch: a few more ulps than one op.
+    const double chain = is_reduced_floating_point(precision) ? 3 : 1;
     fail_all(compare("gradient of input " + std::to_string(k) + " ('" + names[k] + "')" + via, got,
-                     want, precision, scale));
+                     want, precision, scale * chain));
   }
   return result;
 }

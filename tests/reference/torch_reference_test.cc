@@ -2,6 +2,7 @@
 // is printed; FERRY_TEST_SEED replays it): one test per operator and device (cpu, sim:0, sim:0
 // with chaos for each operator's first case). An operator this build lacks is skipped by name;
 // without /usr/bin/python3 or torch every test is skipped with the reason (docs/ops.md).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <set>
@@ -11,8 +12,12 @@
 #include "ferry/backends/sim/sim.h"
 #include "ferry/device/runtime.h"
 #include "ferry/dispatch/dispatcher.h"
+#include "ferry/ops/factories.h"
+#include "ferry/ops/math.h"
 #include "tests/reference/reference_harness.h"
+#include "tests/support/errors.h"
 #include "tests/support/random.h"
+#include "tests/support/tensor_compare.h"
 
 namespace ferry::reference {
 namespace {
@@ -140,6 +145,52 @@ TEST(TorchReferenceTables, ListsTheOperatorsThisBuildLacks) {
   }
   std::printf("torch reference: %d operators compared; not registered in this build:%s\n", present,
               missing.empty() ? " none" : missing.c_str());
+}
+
+// boxed() fills a schema's arguments by name, from the case's inputs and parameters, then from
+// the entry's defaults, then from the schema's; it is what calls the linear-algebra and NN
+// operators until they have front-ends, so it is checked here on operators that exist.
+TEST(TorchReferenceTables, BoxedCallsFillArgumentsByName) {
+  const Tensor a = ferry::arange(6, TensorOptions(kFloat32)).view({2, 3});
+  const Tensor b = ferry::full({3}, 2.0);
+  nlohmann::json params = {{"alpha", 3}};
+  std::vector<Tensor> out = boxed("ferry::add.Tensor").fn(Call({a, b}, {"self", "other"}, params));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_ALL_CLOSE(out[0], ferry::add(a, b, 3));
+
+  params = {{"dim", -1}, {"dtype", "float64"}};  // one int for int[], a dtype name
+  out = boxed("ferry::sum.dim_IntList").fn(Call({a}, {"self"}, params));
+  EXPECT_EQ(out[0].dtype(), kFloat64);
+  EXPECT_ALL_CLOSE(out[0], ferry::sum(a, {1}, false, kFloat64));
+
+  params = nlohmann::json::object();  // the schema's default: approximate='none'
+  out = boxed("ferry::gelu").fn(Call({a}, {"self"}, params));
+  EXPECT_ALL_CLOSE(out[0], ferry::gelu(a));
+  params = {{"approximate", "tanh"}};
+  out = boxed("ferry::gelu", {{"approximate", "none"}}).fn(Call({a}, {"self"}, params));
+  EXPECT_ALL_CLOSE(out[0], ferry::gelu(a, "tanh"));
+  params = nlohmann::json::object();  // the entry's default beats the schema's
+  out = boxed("ferry::gelu", {{"approximate", "tanh"}}).fn(Call({a}, {"self"}, params));
+  EXPECT_ALL_CLOSE(out[0], ferry::gelu(a, "tanh"));
+
+  params = {{"dim", nullptr}};  // int? as None
+  out = boxed("ferry::argmax").fn(Call({a}, {"self"}, params));
+  EXPECT_EQ(out[0].item<int64_t>(), 5);
+
+  // Mistakes in a case are CaseErrors (a broken case table), never ferry errors.
+  params = {{"alpah", 2}};
+  EXPECT_THAT(testing::error_of<CaseError>([&] {
+                boxed("ferry::add.Tensor").fn(Call({a, b}, {"self", "other"}, params));
+              }),
+              ::testing::HasSubstr("parameter 'alpah' is no argument of ferry::add.Tensor"));
+  params = nlohmann::json::object();
+  EXPECT_THAT(testing::error_of<CaseError>([&] {
+                boxed("ferry::add.Tensor").fn(Call({a, b}, {"self", "input"}, params));
+              }),
+              ::testing::HasSubstr("the case has no input 'other'"));
+  EXPECT_THAT(testing::error_of<CaseError>(
+                  [&] { boxed("ferry::no_such_op").fn(Call({a}, {"self"}, params)); }),
+              ::testing::HasSubstr("ferry::no_such_op is not registered"));
 }
 
 }  // namespace
