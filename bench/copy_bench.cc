@@ -2,6 +2,7 @@
 // times copy_ as the median of interleaved runs beside a memcpy moving the same traffic at the
 // same thread count, and prints a table (and JSON). docs/bench.md explains every column.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -160,31 +161,31 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-void print_header(bool torch) {
-  std::printf("%-34s %3s %9s %8s %9s %8s", "case", "thr", "ms", "GB/s", "memcpy", "xmemcpy");
-  if (torch) std::printf(" %10s %7s", "torch ms", "xtorch");
-  std::printf("\n");
+void print_header(FILE* out, bool torch) {
+  std::fprintf(out, "%-34s %3s %9s %8s %9s %8s", "case", "thr", "ms", "GB/s", "memcpy", "xmemcpy");
+  if (torch) std::fprintf(out, " %10s %7s", "torch ms", "xtorch");
+  std::fprintf(out, "\n");
 }
 
-void print_row(const Row& r, bool torch) {
+void print_row(FILE* out, const Row& r, bool torch) {
   if (r.per_call) {
-    std::printf("%-34s %3d %9s %8s %9s %8s", (r.name + " (ns/call)").c_str(), r.threads,
-                fmt("%.1f", r.ms).c_str(), "-", "-", "-");
+    std::fprintf(out, "%-34s %3d %9s %8s %9s %8s", (r.name + " (ns/call)").c_str(), r.threads,
+                 fmt("%.1f", r.ms).c_str(), "-", "-", "-");
     if (torch) {
-      std::printf(" %10s %7s", r.torch_ms >= 0 ? fmt("%.1f", r.torch_ms).c_str() : "-",
-                  r.torch_ms >= 0 ? fmt("%.2f", r.ratio_torch).c_str() : "-");
+      std::fprintf(out, " %10s %7s", r.torch_ms >= 0 ? fmt("%.1f", r.torch_ms).c_str() : "-",
+                   r.torch_ms >= 0 ? fmt("%.2f", r.ratio_torch).c_str() : "-");
     }
   } else {
-    std::printf("%-34s %3d %9s %8s %9s %8s", r.name.c_str(), r.threads, fmt("%.3f", r.ms).c_str(),
-                fmt("%.2f", r.gbps).c_str(), fmt("%.2f", r.memcpy_gbps).c_str(),
-                fmt("%.2f", r.ratio_memcpy).c_str());
+    std::fprintf(out, "%-34s %3d %9s %8s %9s %8s", r.name.c_str(), r.threads,
+                 fmt("%.3f", r.ms).c_str(), fmt("%.2f", r.gbps).c_str(),
+                 fmt("%.2f", r.memcpy_gbps).c_str(), fmt("%.2f", r.ratio_memcpy).c_str());
     if (torch) {
-      std::printf(" %10s %7s", r.torch_ms >= 0 ? fmt("%.3f", r.torch_ms).c_str() : "-",
-                  r.torch_ms >= 0 ? fmt("%.2f", r.ratio_torch).c_str() : "-");
+      std::fprintf(out, " %10s %7s", r.torch_ms >= 0 ? fmt("%.3f", r.torch_ms).c_str() : "-",
+                   r.torch_ms >= 0 ? fmt("%.2f", r.ratio_torch).c_str() : "-");
     }
   }
-  std::printf("\n");
-  std::fflush(stdout);
+  std::fprintf(out, "\n");
+  std::fflush(out);
 }
 
 std::string to_json(const std::vector<Row>& rows, const std::string& simd, bool torch) {
@@ -266,6 +267,17 @@ int run_copy_bench(const Options& o) {
     FERRY_FAIL_AS(Error, "bench --filter: expected a regular expression, but \"", o.filter,
                   "\" is not one (", e.what(), ")");
   }
+  // The JSON file is opened before anything runs, so that a path that cannot be written fails
+  // now rather than after the whole benchmark. With "-" the JSON goes to stdout (for pipes such
+  // as `| jq`) and the table to stderr.
+  const bool json_to_stdout = o.json == "-";
+  std::ofstream json_file;
+  if (!o.json.empty() && !json_to_stdout) {
+    json_file.open(o.json);
+    FERRY_CHECK(json_file.good(), "bench: cannot write --json file \"", o.json, "\" (",
+                std::strerror(errno), ")");
+  }
+  FILE* table = json_to_stdout ? stderr : stdout;
   std::vector<Spec> cases;
   for (Spec& s : copy_cases(o.quick)) {
     if (std::regex_search(s.name, filter)) cases.push_back(std::move(s));
@@ -277,17 +289,18 @@ int run_copy_bench(const Options& o) {
 #endif
   std::string available;
   for (const std::string& t : cpu::simd_targets()) available += " " + t;
-  std::printf(
-      "ferry bench: %zu cases x %zu thread counts, median of %d runs each; SIMD %s "
-      "(compiled and supported:%s); %u hardware threads",
-      cases.size(), o.threads.size(), o.repeat, cpu::simd_target(), available.c_str(),
-      std::thread::hardware_concurrency());
+  std::fprintf(table,
+               "ferry bench: %zu cases x %zu thread counts, median of %d runs each; SIMD %s "
+               "(compiled and supported:%s); %u hardware threads",
+               cases.size(), o.threads.size(), o.repeat, cpu::simd_target(), available.c_str(),
+               std::thread::hardware_concurrency());
 #if defined(FERRY_HAVE_TORCH)
-  std::printf("; PyTorch %s", torch_version());
+  std::fprintf(table, "; PyTorch %s", torch_version());
 #endif
-  std::printf("\n%s\n", o.quick ? "(--quick: small sizes, a smoke test; numbers are not meaningful)"
-                                : "This takes 10 to 30 seconds (about a minute with PyTorch) on a "
-                                  "quiet machine; --quick runs a one-second smoke test.");
+  std::fprintf(table, "\n%s\n",
+               o.quick ? "(--quick: small sizes, a smoke test; numbers are not meaningful)"
+                       : "This takes 10 to 30 seconds (about a minute with PyTorch) on a "
+                         "quiet machine; --quick runs a one-second smoke test.");
   // memcpy buffers for the largest case, touched once so page faults are not timed.
   double most = 0;
   for (const Spec& s : cases) most = std::max(most, (s.bytes_read + s.bytes_written) / 2);
@@ -299,7 +312,7 @@ int run_copy_bench(const Options& o) {
 
   std::vector<Row> rows;
   const int saved_threads = get_num_threads();
-  print_header(torch);
+  print_header(table, torch);
   for (const Spec& s : cases) {
     const Op op = make_ferry_op(s);
 #if defined(FERRY_HAVE_TORCH)
@@ -351,22 +364,27 @@ int run_copy_bench(const Options& o) {
         row.torch_ms = median(t_torch) * scale;
         row.ratio_torch = row.torch_ms / row.ms;
       }
-      print_row(row, torch);
+      print_row(table, row, torch);
       rows.push_back(row);
     }
   }
   set_num_threads(saved_threads);
   if (!o.simd.empty()) cpu::set_simd_target("");
-  if (!o.json.empty()) {
-    std::ofstream out(o.json);
-    FERRY_CHECK(out.good(), "bench: cannot write --json file \"", o.json, "\"");
-    out << to_json(rows, cpu::simd_target(), torch);
-    std::printf("wrote %s\n", o.json.c_str());
+  const std::string json = to_json(rows, cpu::simd_target(), torch);
+  if (o.json_text != nullptr) *o.json_text = json;
+  if (json_to_stdout) {
+    std::fputs(json.c_str(), stdout);
+    std::fflush(stdout);
+  } else if (!o.json.empty()) {
+    json_file << json;
+    json_file.flush();
+    FERRY_CHECK(json_file.good(), "bench: writing --json file \"", o.json, "\" failed");
+    std::fprintf(table, "wrote %s\n", o.json.c_str());
   }
-  std::printf(
-      "xmemcpy = ferry GB/s / memcpy GB/s, with memcpy moving (read + written) / 2 bytes "
-      "on the same threads%s\n",
-      torch ? "; xtorch = PyTorch time / ferry time (above 1: ferry is faster)" : "");
+  std::fprintf(table,
+               "xmemcpy = ferry GB/s / memcpy GB/s, with memcpy moving (read + written) / 2 bytes "
+               "on the same threads%s\n",
+               torch ? "; xtorch = PyTorch time / ferry time (above 1: ferry is faster)" : "");
   return 0;
 }
 

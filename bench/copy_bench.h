@@ -41,9 +41,10 @@ struct Options {
   std::vector<int> threads = {1, 2};
   int repeat = 21;     // timed runs per case (median reported); at least 10
   std::string filter;  // ECMAScript regex on case names; empty = all
-  std::string json;    // write results here too
-  bool quick = false;  // smaller sizes, for a smoke test
-  std::string simd;    // force a SIMD target ("AVX2", ...); empty = best
+  std::string json;    // write results here too; "-": to stdout, with the table on stderr
+  std::string* json_text = nullptr;  // when set, also receives the JSON text (for --plot)
+  bool quick = false;                // smaller sizes, for a smoke test
+  std::string simd;                  // force a SIMD target ("AVX2", ...); empty = best
 };
 
 // The benchmark's cases, at full or --quick size.

@@ -1,4 +1,9 @@
-# Compiler flags shared by every ferry target: warnings (as errors), sanitizers, SIMD targets.
+# Compiler flags shared by every ferry target: warnings (as errors), sanitizers, SIMD targets,
+# the TLS dialect.
+include(CheckCXXCompilerFlag)
+# TLS descriptors: cheap thread-local reads in position-independent code that may be dlopen'ed
+# (Note [Local key sets and the TLS model] in ferry/dispatch/local_dispatch_key_set.h).
+check_cxx_compiler_flag(-mtls-dialect=gnu2 FERRY_HAVE_TLS_GNU2)
 
 function(ferry_target_flags target)
   set(cxx_warnings -Wall -Wextra -Wpedantic -Wno-missing-field-initializers)
@@ -15,6 +20,9 @@ function(ferry_target_flags target)
     list(APPEND cxx_warnings -Werror)
   endif()
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${cxx_warnings}>)
+  if(FERRY_HAVE_TLS_GNU2)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-mtls-dialect=gnu2>)
+  endif()
   if(FERRY_WERROR)
     target_compile_options(${target} PRIVATE
       $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings -Xcompiler=-Wall,-Wextra>)

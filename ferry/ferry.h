@@ -1,12 +1,16 @@
 // ferry's umbrella header: the whole public API in one include (tensors and their views,
 // factories, copy_/to and the device copy policy, devices and streams, memory, the dispatcher,
-// the compute operators and autograd).
-// It declares nothing itself; the CPU kernels' internals (ferry/backends/cpu) are not public.
+// the compute operators and autograd, CPU threads and SIMD target control, DLPack exchange). It
+// declares nothing itself; the CPU kernels' internals (ferry/backends/cpu beyond simd.h) are not
+// public.
 #pragma once
 
 #include "ferry/autograd/engine.h"
+#include "ferry/autograd/function.h"
 #include "ferry/autograd/grad_mode.h"
+#include "ferry/autograd/gradcheck.h"
 #include "ferry/autograd/node.h"
+#include "ferry/backends/cpu/simd.h"
 #include "ferry/backends/sim/sim.h"
 #include "ferry/core/device.h"
 #include "ferry/core/error.h"
@@ -35,6 +39,7 @@
 #include "ferry/dispatch/operator_handle.h"
 #include "ferry/dispatch/tracing.h"
 #include "ferry/iter/memory_overlap.h"
+#include "ferry/iter/parallel.h"
 #include "ferry/iter/tensor_iterator.h"
 #include "ferry/memory/alloc_config.h"
 #include "ferry/memory/caching_allocator.h"
@@ -47,3 +52,7 @@
 #include "ferry/ops/factories.h"
 #include "ferry/ops/math.h"
 #include "ferry/ops/type_promotion.h"
+// DLPack exchange needs DLPack's own header (Debian's libdlpack-dev) where ferry is used.
+#if __has_include(<dlpack/dlpack.h>)
+#include "ferry/interop/dlpack.h"
+#endif

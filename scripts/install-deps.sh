@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# Installs the Debian packages ferry needs to build and test, skipping those already present.
-# Usage: scripts/install-deps.sh [--torch]   (--torch adds libtorch-dev for side-by-side benchmarks)
-# The tests compare every operator with PyTorch 1.13 (tests/reference): Debian's python3-torch
-# and python3-numpy, run by /usr/bin/python3, and nlohmann-json3-dev for the files they share.
+# Installs the Debian packages ferry needs to build and test, skipping those already present: the
+# C++ toolchain and libraries, DLPack's header, nlohmann-json (the tests' safetensors reader), and
+# Debian's Python 3 with pybind11, numpy, pytest and matplotlib (for `import ferry`, its tests and
+# `ferry bench --plot`).
+# Usage: scripts/install-deps.sh [--torch]
+#   --torch adds PyTorch: libtorch-dev (the C++ benchmarks' comparison) and python3-torch (the
+#   operator comparison with PyTorch in tests/reference, the pytest round-trips with torch and
+#   bench/python_overhead.py). CI passes it; without it those tests skip, saying why.
 set -euo pipefail
 
+# libdnnl-dev's CMake config looks for OpenCL (Debian builds oneDNN with its OpenCL GPU runtime)
+# but the package does not depend on OpenCL's headers: ocl-icd-opencl-dev brings them.
 packages=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev libcli11-dev
-          clang-format nlohmann-json3-dev python3 python3-numpy python3-torch)
+          libdnnl-dev ocl-icd-opencl-dev clang-format libdlpack-dev nlohmann-json3-dev
+          python3 python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest
+          python3-matplotlib python3-venv)
 if [[ "${1:-}" == "--torch" ]]; then
-  packages+=(libtorch-dev)
+  packages+=(libtorch-dev python3-torch)
 fi
 
 missing=()

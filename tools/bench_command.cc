@@ -12,6 +12,7 @@
 #include "bench/copy_bench.h"
 #include "bench/device_copy_bench.h"
 #include "ferry/core/error.h"
+#include "tools/plot.h"
 
 namespace ferry::tools {
 namespace {
@@ -47,7 +48,13 @@ FERRY_REGISTER_COMMAND(
       sub.add_option("--repeat", options->repeat, "Timed runs per case (median; >= 10)")
           ->capture_default_str();
       sub.add_option("--filter", options->filter, "Only cases whose name matches this regex");
-      sub.add_option("--json", options->json, "Also write the results to this JSON file");
+      sub.add_option("--json", options->json,
+                     "Also write the results to this JSON file (\"-\": JSON on stdout, the table "
+                     "on stderr)");
+      auto plot = std::make_shared<std::string>();
+      sub.add_option("--plot", *plot,
+                     "Also draw the results as a PNG bar chart (x memcpy, x PyTorch) with "
+                     "tools/plot_bench.py (needs python3-matplotlib)");
       sub.add_flag("--quick", options->quick, "Small sizes: a smoke test of a few seconds");
       sub.add_option("--simd", options->simd, "Force a SIMD target (AVX3, AVX2, SSE4, ...)");
       auto devices = std::make_shared<bool>(false);
@@ -58,7 +65,10 @@ FERRY_REGISTER_COMMAND(
       sub.add_flag("--check", *check,
                    "With --devices: exit with 1 when the sim bound (dense h2d <= 1.2 x memcpy + "
                    "per-copy overhead) does not hold, 2 when it could not be measured");
-      return [options, threads, devices, check] {
+      return [options, threads, devices, check, plot] {
+        FERRY_CHECK(!*devices || plot->empty(),
+                    "bench --plot: draws the copy benchmark's table; the --devices benchmark "
+                    "has no JSON to plot yet");
         if (*devices) {
           return bench::run_device_copy_bench({.repeat = options->repeat,
                                                .filter = options->filter,
@@ -69,7 +79,15 @@ FERRY_REGISTER_COMMAND(
                     "bench --check: expected --devices with it (the CPU benchmark has "
                     "no pass/fail bound), but got --check alone");
         options->threads = parse_threads(*threads);
-        return bench::run_copy_bench(*options);
+        if (plot->empty()) return bench::run_copy_bench(*options);
+        check_plot(*plot);  // before the run, which takes a while
+        std::string json;
+        options->json_text = &json;
+        const int status = bench::run_copy_bench(*options);
+        if (status != 0) return status;
+        plot_json(json, *plot, "ferry bench: copy_");
+        std::fprintf(options->json == "-" ? stderr : stdout, "wrote %s\n", plot->c_str());
+        return 0;
       };
     });
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "ferry/backends/sim/sim.h"
 #include "ferry/ferry.h"
 #include "tools/command.h"
 
@@ -66,6 +67,11 @@ bool print_type(DeviceType type) {
       for (const auto& [key, value] : settings) {
         std::printf("    %s=%s\n", key.c_str(), value.c_str());
       }
+    }
+    if (type == DeviceType::Sim && sim::compute_model().timing_only) {
+      std::printf(
+          "  WARNING: FERRY_SIM_COMPUTE is timing-only: sim kernels SKIP THEIR ARITHMETIC and "
+          "their OUTPUTS ARE UNDEFINED (for schedule benchmarks only)\n");
     }
     return true;
   } catch (const Error& e) {

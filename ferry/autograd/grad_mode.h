@@ -7,9 +7,10 @@
 namespace ferry::autograd {
 
 namespace detail {
-// Note [Grad mode is initial-exec TLS]: read by every autograd kernel; see the same note on the
-// dispatcher's local key sets. Stored inverted so that zero-initialization means enabled.
-extern thread_local constinit bool tls_grad_disabled __attribute__((tls_model("initial-exec")));
+// Read by every autograd kernel. Stored inverted so that zero-initialization means enabled.
+// Not initial-exec TLS: libferry is also dlopen'ed (by the Python module), and an initial-exec
+// variable would make it STATIC_TLS (see the note on the dispatcher's local key sets).
+extern thread_local constinit bool tls_grad_disabled;
 }  // namespace detail
 
 struct GradMode {

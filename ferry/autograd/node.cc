@@ -7,7 +7,7 @@
 namespace ferry::autograd {
 
 namespace detail {
-thread_local constinit bool tls_grad_disabled __attribute__((tls_model("initial-exec"))) = false;
+thread_local constinit bool tls_grad_disabled = false;
 }  // namespace detail
 
 uint64_t next_sequence_nr() {

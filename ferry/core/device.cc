@@ -54,7 +54,7 @@ Device::Device(std::string_view spec) {
                  " after the colon, but got \"", spec, "\"");
   FERRY_CHECK_AS(DeviceError, type_ != DeviceType::CPU || value == 0,
                  "expected the cpu device to have index 0 or none, but got \"", spec, "\"");
-  index_ = type_ == DeviceType::CPU ? DeviceIndex{-1} : static_cast<DeviceIndex>(value);
+  index_ = static_cast<DeviceIndex>(value);
 }
 
 std::string Device::str() const {

@@ -1,6 +1,8 @@
 // Device: where a tensor's bytes live, a device type plus an index.
-// Parsed from and printed as "cpu", "sim:1", "cuda:0". CPU has no index (-1); a device
-// type without an index ("sim") means "the current device of that type" until resolved.
+// Parsed from and printed as "cpu", "cpu:0", "sim:1", "cuda:0". A device type without an index
+// ("sim") means "the current device of that type" until resolved. There is one CPU: "cpu" and
+// "cpu:0" keep the index they were written with (index() -1 or 0, as torch::Device) but compare
+// and hash as the same device, and tensors on the CPU report plain "cpu".
 #pragma once
 
 #include <cstdint>
@@ -27,8 +29,10 @@ using DeviceIndex = int8_t;
 class Device {
  public:
   // Implicit, as in PyTorch, so that a DeviceType or a string can stand for a Device.
+  // A CPU index is -1 or 0 (any other value is taken as 0).
   constexpr Device(DeviceType type = DeviceType::CPU, DeviceIndex index = -1)  // NOLINT
-      : type_(type), index_(type == DeviceType::CPU ? DeviceIndex{-1} : index) {}
+      : type_(type),
+        index_(type == DeviceType::CPU ? (index < 0 ? DeviceIndex{-1} : DeviceIndex{0}) : index) {}
   // Parses "cpu", "cpu:0", "sim", "sim:1", "cuda:0". Raises ferry::DeviceError naming the string.
   Device(std::string_view spec);                                       // NOLINT
   Device(const char* spec) : Device(std::string_view(spec)) {}         // NOLINT
@@ -44,7 +48,7 @@ class Device {
   std::string str() const;
 
   friend constexpr bool operator==(Device a, Device b) {
-    return a.type_ == b.type_ && a.index_ == b.index_;
+    return a.type_ == b.type_ && (a.index_ == b.index_ || a.type_ == DeviceType::CPU);
   }
 
  private:
@@ -59,7 +63,7 @@ std::ostream& operator<<(std::ostream& out, Device device);
 template <>
 struct std::hash<ferry::Device> {
   size_t operator()(ferry::Device d) const noexcept {
-    return (static_cast<size_t>(static_cast<uint8_t>(d.type())) << 8) |
-           static_cast<uint8_t>(d.index());
+    const auto index = d.is_cpu() ? ferry::DeviceIndex{-1} : d.index();  // cpu == cpu:0
+    return (static_cast<size_t>(static_cast<uint8_t>(d.type())) << 8) | static_cast<uint8_t>(index);
   }
 };

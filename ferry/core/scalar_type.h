@@ -35,6 +35,17 @@ enum class ScalarType : int8_t {
 #define FERRY_ENUMERATOR(cpp, name) name,
   FERRY_FORALL_SCALAR_TYPES(FERRY_ENUMERATOR)
 #undef FERRY_ENUMERATOR
+  // PyTorch's enumerator names, as aliases (same values: a switch needs only one of each pair).
+  Byte = UInt8,
+  Char = Int8,
+  Short = Int16,
+  Int = Int32,
+  Long = Int64,
+  Half = Float16,
+  Float = Float32,
+  Double = Float64,
+  ComplexFloat = Complex64,
+  ComplexDouble = Complex128,
 };
 inline constexpr int kNumScalarTypes = 14;
 

@@ -36,7 +36,9 @@ TensorImpl::TensorImpl(Storage storage, ScalarType dtype, IntArrayRef sizes, Int
       strides_(strides),
       storage_offset_(storage_offset),
       itemsize_(element_size(dtype)),
-      device_(storage_.defined() ? storage_.device() : Device(DeviceType::CPU)),
+      // Tensors on the CPU report plain "cpu", whatever index their memory was named with.
+      device_(storage_.defined() && !storage_.device().is_cpu() ? storage_.device()
+                                                                : Device(DeviceType::CPU)),
       dtype_(dtype) {
   refresh_derived(checked_dense_numel(sizes_, itemsize_));
 }

@@ -4,8 +4,7 @@
 namespace ferry {
 namespace detail {
 
-thread_local constinit RawLocalDispatchKeySet tls_local_dispatch_key_set
-    __attribute__((tls_model("initial-exec"))){};
+thread_local constinit RawLocalDispatchKeySet tls_local_dispatch_key_set{};
 
 }  // namespace detail
 

@@ -24,12 +24,15 @@ struct RawLocalDispatchKeySet {
   uint64_t included = 0;
   uint64_t excluded = 0;
 };
-// Note [Local key sets are initial-exec TLS]
-// libferry is linked, not dlopen'ed, by its users, so its thread-locals can live in the static
-// TLS block: reaching them is one %fs-relative load instead of a call to __tls_get_addr (which
-// the default model for a shared library would make on every dispatched call).
-extern thread_local constinit RawLocalDispatchKeySet tls_local_dispatch_key_set
-    __attribute__((tls_model("initial-exec")));
+// Note [Local key sets and the TLS model]
+// libferry is also dlopen'ed (by the Python module), so its thread-locals must not be
+// initial-exec: that marks the whole library STATIC_TLS, and its TLS block then takes most of
+// glibc's small static TLS surplus, so that a library loaded after it (torch's libGLdispatch)
+// fails with "cannot allocate memory in static TLS block". Instead ferry's PIC code is built with
+// TLS descriptors (-mtls-dialect=gnu2, cmake/FerryOptions.cmake): for a library loaded at start
+// a read is a call that returns a constant offset, not a __tls_get_addr lookup, and a dlopen'ed
+// one gets dynamic TLS.
+extern thread_local constinit RawLocalDispatchKeySet tls_local_dispatch_key_set;
 
 }  // namespace detail
 

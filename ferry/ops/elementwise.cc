@@ -22,8 +22,8 @@ void check_real(ScalarType t, const char* op) {
 void check_can_cast(ScalarType from, ScalarType to, const char* op) {
   const bool ok = !(is_floating_point(from) && is_integral(to, /*include_bool=*/true)) &&
                   !(from != kBool && to == kBool);
-  FERRY_CHECK_AS(DTypeError, ok, op, ": result type ", from,
-                 " can't be cast to the desired output type ", to);
+  FERRY_CHECK_AS(DTypeError, ok, op, "_: result type ", dtype_name(from),
+                 " can't be cast to the desired output type ", dtype_name(to));
 }
 
 bool is_cpu_number(const Tensor& t) { return t.dim() == 0 && t.is_cpu(); }
@@ -41,8 +41,7 @@ Tensor run(const ElementwiseOp& op, const Tensor& out, std::initializer_list<Ten
   TensorIteratorConfig config;
   config.add_output(out);
   for (size_t i = 0; i < n; ++i) config.add_input(converted[i]);
-  // where's condition (input 0) is bool; the output takes the values' dtype, not the first
-  // input's (the iterator's default), which the kernel writes as `compute`.
+  // where's first input is its bool condition: the output takes the values' dtype.
   if (op.kind == K::Where) config.check_all_same_dtype(false).output_dtype(compute);
   if (bool_output) config.check_all_same_dtype(false).output_dtype(kBool);
   if (out.defined()) config.resize_outputs(false);

@@ -25,16 +25,28 @@ TEST(Device, ParsesTypesAndIndices) {
 }
 
 TEST(Device, PrintsAsParsed) {
-  for (const char* spec : {"cpu", "sim", "sim:0", "sim:1", "cuda:0", "cuda:12"}) {
+  for (const char* spec : {"cpu", "cpu:0", "sim", "sim:0", "sim:1", "cuda:0", "cuda:12"}) {
     EXPECT_EQ(Device(spec).str(), spec);
     std::ostringstream out;
     out << Device(spec);
     EXPECT_EQ(out.str(), spec);
   }
-  EXPECT_EQ(Device("cpu:0").str(), "cpu");
+  EXPECT_EQ(Device("cpu:0").str(), "cpu:0");
   std::ostringstream out;
   out << DeviceType::CUDA;
   EXPECT_EQ(out.str(), "cuda");
+}
+
+// What a PyTorch user types: torch::Device("cpu:0").index() is 0, and there is one CPU.
+TEST(Device, CpuKeepsTheIndexItWasWrittenWithAndIsOneDevice) {
+  EXPECT_EQ(Device("cpu:0").index(), 0);
+  EXPECT_EQ(Device("cpu").index(), -1);
+  EXPECT_TRUE(Device("cpu:0").has_index());
+  EXPECT_EQ(Device(DeviceType::CPU, 0).index(), 0);
+  EXPECT_EQ(Device(DeviceType::CPU, 5).index(), 0);
+  EXPECT_EQ(Device("cpu:0"), Device("cpu"));
+  EXPECT_EQ(std::hash<Device>()(Device("cpu:0")), std::hash<Device>()(Device("cpu")));
+  EXPECT_FALSE(Device("cpu:0") == Device("sim:0"));
 }
 
 TEST(Device, BadStringsNameTheString) {

@@ -40,6 +40,22 @@ TEST(ScalarType, SizesAndNames) {
   }
 }
 
+// The enumerator names a PyTorch user types from memory (c10::ScalarType::Float ...).
+TEST(ScalarType, PyTorchEnumeratorNames) {
+  static_assert(ScalarType::Byte == ScalarType::UInt8);
+  static_assert(ScalarType::Char == ScalarType::Int8);
+  static_assert(ScalarType::Short == ScalarType::Int16);
+  static_assert(ScalarType::Int == ScalarType::Int32);
+  static_assert(ScalarType::Long == ScalarType::Int64);
+  static_assert(ScalarType::Half == ScalarType::Float16);
+  static_assert(ScalarType::Float == ScalarType::Float32);
+  static_assert(ScalarType::Double == ScalarType::Float64);
+  static_assert(ScalarType::ComplexFloat == ScalarType::Complex64);
+  static_assert(ScalarType::ComplexDouble == ScalarType::Complex128);
+  EXPECT_EQ(scalar_type_name(ScalarType::Float), "Float32");
+  EXPECT_EQ(element_size(ScalarType::Long), 8u);
+}
+
 TEST(ScalarType, Aliases) {
   EXPECT_EQ(kFloat, kFloat32);
   EXPECT_EQ(kHalf, kFloat16);

@@ -29,7 +29,7 @@ struct ReferenceRun {
 // The script's run for this process (made on first use; the directory is removed at exit
 // unless FERRY_REFERENCE_KEEP=1). Environment: FERRY_REFERENCE_SWEEP=N adds N random cases per
 // operator; FERRY_REFERENCE_ONLY=op,op limits the script to those operators;
-// FERRY_REFERENCE_REQUIRE=1 turns a missing python3 or torch into a failure (CI).
+// FERRY_REQUIRE_TORCH=1 turns a missing python3 or torch into a failure (CI sets it).
 const ReferenceRun& reference_run();
 
 enum class Mode { kCpu, kSim, kSimChaos };

@@ -98,6 +98,37 @@ TEST(BenchCommand, BadOptionsAreRefusedWithAMessage) {
   EXPECT_THAT(regex.out, HasSubstr("expected a regular expression"));
 }
 
+// A --json path that cannot be written is refused before the benchmark runs, not after it.
+TEST(BenchCommand, UnwritableJsonPathFailsBeforeRunning) {
+  FERRY_SKIP_WITHOUT_TOOL();
+  if (!bench_built()) GTEST_SKIP() << "this build has no benchmarks (FERRY_BUILD_BENCH=OFF)";
+  const Result r = run_ferry_tool("bench --quick --json /nonexistent-ferry-dir/out.json");
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.out, HasSubstr("cannot write --json file \"/nonexistent-ferry-dir/out.json\""));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("contig_f32"))) << "the benchmark ran first";
+  const Result plot = run_ferry_tool("bench --devices --quick --plot /tmp/x.png");
+  EXPECT_NE(plot.status, 0);
+  EXPECT_THAT(plot.out, HasSubstr("--devices benchmark has no JSON to plot"));
+}
+
+// `--json -` writes the JSON, and only the JSON, on stdout (the table goes to stderr), so that
+// `ferry bench --json - | jq` works.
+TEST(BenchCommand, JsonToStdoutIsTheOnlyThingOnStdout) {
+  FERRY_SKIP_WITHOUT_TOOL();
+  if (!bench_built()) GTEST_SKIP() << "this build has no benchmarks (FERRY_BUILD_BENCH=OFF)";
+  // run_ferry_tool appends 2>&1 to the command; the pipe through cat keeps the streams apart.
+  const Result r = run_ferry_tool(
+      "bench --quick --repeat 10 --threads 1 --filter '^contig_f32$' --json - 2>/dev/null | cat");
+  ASSERT_FALSE(r.out.empty());
+  EXPECT_EQ(r.out.front(), '{') << r.out;
+  EXPECT_EQ(records(r.out).size(), 1u) << r.out;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("xmemcpy")));
+  const Result table = run_ferry_tool(
+      "bench --quick --repeat 10 --threads 1 --filter '^contig_f32$' --json - 2>&1 >/dev/null | "
+      "cat");
+  EXPECT_THAT(table.out, HasSubstr("xmemcpy"));
+}
+
 TEST(BenchCommand, QuickDeviceBenchRuns) {
   FERRY_SKIP_WITHOUT_TOOL();
   if (!bench_built()) GTEST_SKIP() << "this build has no benchmarks (FERRY_BUILD_BENCH=OFF)";

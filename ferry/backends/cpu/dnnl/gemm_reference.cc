@@ -1,0 +1,98 @@
+// The portable GEMM: float64 (oneDNN has no f64), integer dtypes, and the degenerate shapes
+// (K == 0) of every dtype. Accumulates in double, float or wrapping 64-bit integers; rows of all
+// batches are split over ferry's pool.
+#include <cmath>
+#include <cstdint>
+
+#include "ferry/backends/cpu/dnnl/nn_reference.h"
+#include "ferry/backends/cpu/dnnl/nn_support.h"
+#include "ferry/iter/parallel.h"
+
+namespace ferry::cpu::reference {
+namespace {
+
+template <typename Acc, typename T>
+Acc widen(T v) {
+  if constexpr (std::is_integral_v<Acc>) {
+    return static_cast<Acc>(static_cast<int64_t>(v));  // modular: negative values wrap
+  } else {
+    return static_cast<Acc>(v);
+  }
+}
+
+template <typename Acc>
+Acc scalar_as(double v) {
+  if constexpr (std::is_integral_v<Acc>) {
+    return static_cast<Acc>(static_cast<int64_t>(v));
+  } else {
+    return static_cast<Acc>(v);
+  }
+}
+
+template <typename T>
+void gemm_loop(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
+               const Tensor& bias) {
+  using Acc = nn::acc_t<T>;
+  const int64_t batches = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
+  T* o = static_cast<T*>(out.data_ptr());
+  const T* pa = static_cast<const T*>(a.const_data_ptr());
+  const T* pb = static_cast<const T*>(b.const_data_ptr());
+  const T* pbias = bias.defined() ? static_cast<const T*>(bias.const_data_ptr()) : nullptr;
+  const int64_t os0 = out.stride(0), os1 = out.stride(1), os2 = out.stride(2);
+  const int64_t as0 = a.stride(0), as1 = a.stride(1), as2 = a.stride(2);
+  const int64_t bs0 = b.stride(0), bs1 = b.stride(1), bs2 = b.stride(2);
+  const int64_t bias_stride = bias.defined() ? bias.stride(0) : 0;
+  const Acc alpha_acc = scalar_as<Acc>(alpha);
+  const Acc beta_acc = scalar_as<Acc>(beta);
+  parallel_for(0, batches * m, nn::grain_for(n * std::max<int64_t>(k, 1)),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t row = begin; row < end; ++row) {
+                   const int64_t bi = row / m, i = row % m;
+                   const T* arow = pa + bi * as0 + i * as1;
+                   const T* bmat = pb + bi * bs0;
+                   T* orow = o + bi * os0 + i * os1;
+                   for (int64_t j = 0; j < n; ++j) {
+                     Acc sum = 0;
+                     for (int64_t kk = 0; kk < k; ++kk) {
+                       sum += widen<Acc>(arow[kk * as2]) * widen<Acc>(bmat[kk * bs1 + j * bs2]);
+                     }
+                     Acc r = alpha_acc * sum;
+                     if (beta != 0) r += beta_acc * widen<Acc>(orow[j * os2]);
+                     if (pbias) r += widen<Acc>(pbias[j * bias_stride]);
+                     orow[j * os2] = static_cast<T>(r);
+                   }
+                 }
+               });
+}
+
+}  // namespace
+
+void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
+          const Tensor& bias) {
+  const ScalarType dtype = out.dtype();
+  if (is_integral(dtype)) {
+    const auto integral = [](double v) {
+      return std::isfinite(v) && v == std::trunc(v) && std::fabs(v) < 0x1p63;
+    };
+    FERRY_CHECK_AS(DTypeError, integral(alpha) && integral(beta),
+                   "gemm: expected integral alpha and beta for an integer dtype (", dtype,
+                   "), but got alpha=", alpha, ", beta=", beta);
+  }
+  switch (dtype) {
+    case kUInt8:
+      return gemm_loop<uint8_t>(out, a, b, alpha, beta, bias);
+    case kInt8:
+      return gemm_loop<int8_t>(out, a, b, alpha, beta, bias);
+    case kInt16:
+      return gemm_loop<int16_t>(out, a, b, alpha, beta, bias);
+    case kInt32:
+      return gemm_loop<int32_t>(out, a, b, alpha, beta, bias);
+    case kInt64:
+      return gemm_loop<int64_t>(out, a, b, alpha, beta, bias);
+    default:
+      nn::dispatch_floating(
+          dtype, "gemm", [&](auto tag) { gemm_loop<decltype(tag)>(out, a, b, alpha, beta, bias); });
+  }
+}
+
+}  // namespace ferry::cpu::reference

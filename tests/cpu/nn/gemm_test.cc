@@ -1,0 +1,176 @@
+// cpu::gemm against the float64 loops on random shapes, layouts (transposed, sliced, broadcast
+// batch), alpha/beta/bias and every dtype; the float64 loops against hand-computed products;
+// integer GEMMs; the primitive cache; and the error messages.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "ferry/backends/cpu/dnnl/nn_kernels.h"
+#include "ferry/backends/cpu/dnnl/primitive_cache.h"
+#include "tests/cpu/nn/nn_test_util.h"
+
+namespace ferry::cpu {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::nn::Layout;
+
+// A [B, R, C] operand in one of the layouts gemm must take: contiguous, transposed matrices,
+// sliced (every other column), or (when `may_broadcast`) one matrix broadcast over the batch.
+Tensor gemm_operand(int64_t b, int64_t r, int64_t c, ScalarType dtype, int kind, Generator& gen,
+                    bool may_broadcast) {
+  switch (kind) {
+    case 1:
+      return testing::nn::random_in({b, c, r}, dtype, Layout::kContiguous, gen).transpose(1, 2);
+    case 2:
+      return testing::nn::random_in({b, r, c}, dtype, Layout::kSliced, gen);
+    case 3:
+      if (may_broadcast) {
+        return testing::nn::random_in({1, r, c}, dtype, Layout::kContiguous, gen).expand({b, r, c});
+      }
+      [[fallthrough]];
+    default:
+      return testing::nn::random_in({b, r, c}, dtype, Layout::kContiguous, gen);
+  }
+}
+
+TEST(NnGemm, MatchesFloat64LoopsOnRandomShapesLayoutsAndDtypes) {
+  SCOPED_TRACE(testing::seed_trace());
+  auto rng = testing::test_rng();
+  Generator gen(testing::test_seed());
+  for (int iter = 0; iter < 24; ++iter) {
+    const int64_t b = 1 + static_cast<int64_t>(rng() % 3), m = 1 + static_cast<int64_t>(rng() % 37);
+    const int64_t k = 1 + static_cast<int64_t>(rng() % 45),
+                  n = 1 + static_cast<int64_t>(rng() % 33);
+    const ScalarType dtype = testing::nn::kReducedAndF32[iter % 3];
+    const double alpha = iter % 4 == 1 ? 0.5 : 1.0, beta = iter % 3 == 2 ? 0.75 : 0.0;
+    const Tensor a = gemm_operand(b, m, k, dtype, static_cast<int>(rng() % 4), gen, true);
+    const Tensor bm = gemm_operand(b, k, n, dtype, static_cast<int>(rng() % 4), gen, true);
+    Tensor out = gemm_operand(b, m, n, dtype, static_cast<int>(rng() % 3), gen, false);
+    const Tensor bias =
+        iter % 2 == 0 ? testing::nn::random_in({n}, dtype, Layout::kContiguous, gen) : Tensor();
+    Tensor want = testing::nn::f64(out);
+    gemm(want, testing::nn::f64(a), testing::nn::f64(bm), alpha, beta, testing::nn::f64(bias));
+    gemm(out, a, bm, alpha, beta, bias);
+    SCOPED_TRACE("B=" + std::to_string(b) + " M=" + std::to_string(m) + " K=" + std::to_string(k) +
+                 " N=" + std::to_string(n));
+    FERRY_EXPECT_CLOSE(out, want, dtype, "gemm");
+  }
+}
+
+TEST(NnGemm, Float64LoopsMatchAHandComputedProduct) {
+  Tensor a = arange(1, 5, 1, kFloat64).view({1, 2, 2});  // [[1, 2], [3, 4]]
+  Tensor b = arange(5, 9, 1, kFloat64).view({1, 2, 2});  // [[5, 6], [7, 8]]
+  Tensor bias = arange(1, 3, 1, kFloat64);               // [1, 2]
+  Tensor out = full({1, 2, 2}, 10.0, kFloat64);
+  gemm(out, a, b, 2.0, 0.5, bias);  // 2 * [[19, 22], [43, 50]] + 5 + [1, 2]
+  EXPECT_EQ(testing::nn::values(out), (std::vector<double>{44, 51, 92, 107}));
+  // The same on the oneDNN path, float32 (exact in float32).
+  Tensor out32 = full({1, 2, 2}, 10.0, kFloat32);
+  gemm(out32, a.to(kFloat32), b.to(kFloat32), 2.0, 0.5, bias.to(kFloat32));
+  EXPECT_EQ(testing::nn::values(out32), (std::vector<double>{44, 51, 92, 107}));
+}
+
+TEST(NnGemm, BetaZeroIgnoresNaNsInOut) {
+  for (ScalarType dtype : {kFloat32, kBFloat16, kFloat64}) {
+    Tensor a = ones({2, 3, 4}, dtype), b = ones({2, 4, 5}, dtype);
+    Tensor out = full({2, 3, 5}, std::nan(""), dtype);
+    gemm(out, a, b);
+    for (double v : testing::nn::values(out)) EXPECT_EQ(v, 4.0) << dtype;
+  }
+}
+
+TEST(NnGemm, IntegerDtypesRunTheLoopsAndWrap) {
+  Tensor a = arange(0, 6, 1, kInt32).view({1, 2, 3}), b = arange(0, 6, 1, kInt32).view({1, 3, 2});
+  Tensor out = zeros({1, 2, 2}, kInt32);
+  gemm(out, a, b, 2, 1, full({2}, 1, kInt32));
+  // [[10, 13], [28, 40]] * 2 + 1
+  EXPECT_EQ(testing::nn::values(out), (std::vector<double>{21, 27, 57, 81}));
+  Tensor big = full({1, 1, 2}, 100, kInt8), col = full({1, 2, 1}, 2, kInt8);
+  Tensor small = zeros({1, 1, 1}, kInt8);
+  gemm(small, big, col);  // 400 wraps to -112 in int8
+  EXPECT_EQ(testing::nn::values(small), (std::vector<double>{-112}));
+  EXPECT_THAT(testing::error_of<DTypeError>([&] { gemm(out, a, b, 0.5); }),
+              HasSubstr("integral alpha and beta"));
+}
+
+TEST(NnGemm, DegenerateShapes) {
+  Tensor out = full({2, 3, 4}, 7.0, kFloat32);
+  gemm(out, empty({2, 3, 0}, kFloat32), empty({2, 0, 4}, kFloat32), 1.0, 0.5,
+       full({4}, 1.0, kFloat32));
+  for (double v : testing::nn::values(out)) EXPECT_EQ(v, 4.5);
+  Tensor none = empty({2, 0, 4}, kFloat32);
+  gemm(none, empty({2, 0, 3}, kFloat32), empty({2, 3, 4}, kFloat32));  // nothing to do
+}
+
+TEST(NnGemm, RepeatedCallsHitThePrimitiveCache) {
+  Tensor a = ones({1, 8, 8}), b = ones({1, 8, 8}), out = empty({1, 8, 8});
+  gemm(out, a, b);
+  const PrimitiveCacheStats before = primitive_cache_stats();
+  for (int i = 0; i < 5; ++i) gemm(out, a, b);
+  const PrimitiveCacheStats after = primitive_cache_stats();
+  EXPECT_EQ(after.misses, before.misses);
+  EXPECT_GE(after.hits, before.hits + 5);
+}
+
+TEST(NnGemm, TheCacheIsBoundedAndEvictsTheLeastRecentlyUsed) {
+  const size_t capacity = primitive_cache_stats().capacity;
+  clear_primitive_cache();
+  set_primitive_cache_capacity(2);
+  auto run = [](int64_t n) {
+    Tensor out = empty({1, n, n});
+    gemm(out, ones({1, n, n}), ones({1, n, n}));
+  };
+  run(3);
+  run(4);
+  run(3);  // 3 is now the most recent
+  const PrimitiveCacheStats s0 = primitive_cache_stats();
+  run(5);  // evicts 4
+  run(3);  // still cached
+  const PrimitiveCacheStats s1 = primitive_cache_stats();
+  EXPECT_EQ(s1.entries, 2u);
+  EXPECT_EQ(s1.evictions, s0.evictions + 1);
+  EXPECT_EQ(s1.misses, s0.misses + 1);
+  run(4);  // was evicted: a miss
+  EXPECT_EQ(primitive_cache_stats().misses, s1.misses + 1);
+  set_primitive_cache_capacity(0);
+  run(6);
+  EXPECT_EQ(primitive_cache_stats().entries, 0u);
+  set_primitive_cache_capacity(capacity);
+}
+
+TEST(NnGemm, BadShapesAndDtypesRaiseNamingBoth) {
+  Tensor a = ones({2, 5, 6}), b = ones({2, 7, 3}), out = empty({2, 5, 3});
+  const std::string msg = testing::error_of<ShapeError>([&] { gemm(out, a, b); });
+  EXPECT_THAT(msg, HasSubstr("[2, 6, 3]"));
+  EXPECT_THAT(msg, HasSubstr("[2, 7, 3]"));
+  EXPECT_THAT(testing::error_of<ShapeError>([&] {
+                gemm(out, ones({5, 6}), ones({2, 6, 3}));
+              }),
+              HasSubstr("rank 3"));
+  EXPECT_THAT(testing::error_of<ShapeError>([&] {
+                gemm(empty({2, 5, 4}), ones({2, 5, 6}), ones({2, 6, 3}));
+              }),
+              HasSubstr("but got [2, 5, 4]"));
+  EXPECT_THAT(testing::error_of<ShapeError>([&] {
+                gemm(out, ones({2, 5, 6}), ones({2, 6, 3}), 1, 0, ones({4}));
+              }),
+              HasSubstr("[3]"));
+  EXPECT_THAT(testing::error_of<DTypeError>([&] {
+                gemm(out, ones({2, 5, 6}, kFloat64), ones({2, 6, 3}));
+              }),
+              HasSubstr("but got Float64"));
+  EXPECT_THAT(testing::error_of<ShapeError>([&] {
+                gemm(empty({1, 5, 3}).expand({2, 5, 3}), ones({2, 5, 6}), ones({2, 6, 3}));
+              }),
+              HasSubstr("share"));
+  EXPECT_THAT(testing::error_of<ShapeError>([&] {
+                gemm(out, Tensor(), ones({2, 6, 3}));
+              }),
+              HasSubstr("undefined"));
+}
+
+}  // namespace
+}  // namespace ferry::cpu
