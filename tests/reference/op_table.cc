@@ -1,11 +1,20 @@
 // The C++ entries of the PyTorch comparison, one per operator of the Python side's table, each
-// calling ferry's public API as a user would (free functions, Tensor methods). Operators whose
-// front-ends this build lacks go through boxed(), by their PyTorch schema name; when a
-// front-end lands, its entry may switch to it. In-place entries clone first, as the Python ones.
+// calling ferry's public API as a user would (free functions, Tensor methods). The linear
+// algebra and NN front-ends are used when their headers are in the tree; before that, those
+// entries call operators of PyTorch's names through boxed() (skipped while none is registered).
+// In-place entries clone first, as the Python ones do.
 #include "tests/reference/op_table.h"
 
 #include "ferry/ops/math.h"
 #include "ferry/ops/view_ops.h"
+#if __has_include("ferry/ops/linalg.h")
+#include "ferry/ops/linalg.h"
+#define FERRY_REFERENCE_LINALG 1
+#endif
+#if __has_include("ferry/ops/nn_ops.h")
+#include "ferry/ops/nn_ops.h"
+#define FERRY_REFERENCE_NN 1
+#endif
 
 namespace ferry::reference {
 namespace {
@@ -26,6 +35,94 @@ OpEntry binary(const std::string& op, BinaryFn f) {
 }
 OpEntry with_scalar(const std::string& op, ScalarFn f) {
   return fn(op, [f](const Call& c) { return out(f(c.t(0), c.scalar("other"))); });
+}
+
+[[maybe_unused]] std::optional<Tensor> opt(const Call& c, size_t i) {
+  return i < c.size() && c.t(i).defined() ? std::optional<Tensor>(c.t(i)) : std::nullopt;
+}
+
+void add_linalg(std::map<std::string, OpEntry>& t) {
+#ifdef FERRY_REFERENCE_LINALG
+  t["matmul"] = fn("ferry::matmul", [](const Call& c) { return out(c.t(0).matmul(c.t(1))); });
+  t["mm"] = fn("ferry::mm", [](const Call& c) { return out(c.t(0).mm(c.t(1))); });
+  t["bmm"] = fn("ferry::bmm", [](const Call& c) { return out(c.t(0).bmm(c.t(1))); });
+  t["addmm"] = fn("ferry::addmm", [](const Call& c) {
+    return out(ferry::addmm(c.t(0), c.t(1), c.t(2), c.scalar("beta", 1), c.scalar("alpha", 1)));
+  });
+  t["linear"] = fn("ferry::linear",
+                   [](const Call& c) { return out(ferry::linear(c.t(0), c.t(1), opt(c, 2))); });
+#else
+  for (const char* name : {"matmul", "mm", "bmm", "addmm", "linear"}) {
+    t[name] = boxed(std::string("ferry::") + name);
+  }
+#endif
+}
+
+// Composites (batch_norm, the losses, dropout, split) name the operator they run on.
+void add_nn(std::map<std::string, OpEntry>& t) {
+#ifdef FERRY_REFERENCE_NN
+  using V = std::vector<int64_t>;
+  t["conv2d"] = fn("ferry::conv2d", [](const Call& c) {
+    return out(ferry::conv2d(c.t(0), c.t(1), opt(c, 2), c.ints("stride", V{1, 1}),
+                             c.ints("padding", V{0, 0}), c.ints("dilation", V{1, 1}),
+                             c.i64("groups", 1)));
+  });
+  t["max_pool2d"] = fn("ferry::max_pool2d", [](const Call& c) {
+    return out(ferry::max_pool2d(c.t(0), c.ints("kernel_size"), c.ints("stride", V{}),
+                                 c.ints("padding", V{0, 0}), c.ints("dilation", V{1, 1}),
+                                 c.flag("ceil_mode", false)));
+  });
+  t["avg_pool2d"] = fn("ferry::avg_pool2d", [](const Call& c) {
+    return out(ferry::avg_pool2d(c.t(0), c.ints("kernel_size"), c.ints("stride", V{}),
+                                 c.ints("padding", V{0, 0}), c.flag("ceil_mode", false),
+                                 c.flag("count_include_pad", true), c.opt_i64("divisor_override")));
+  });
+  t["adaptive_avg_pool2d"] = fn("ferry::adaptive_avg_pool2d", [](const Call& c) {
+    return out(ferry::adaptive_avg_pool2d(c.t(0), c.ints("output_size")));
+  });
+  t["batch_norm"] = fn("ferry::native_batch_norm", [](const Call& c) {
+    return out(ferry::batch_norm(c.t(0), opt(c, 1), opt(c, 2), opt(c, 3), opt(c, 4),
+                                 c.flag("training"), c.f64("momentum"), c.f64("eps")));
+  });
+  t["layer_norm"] = fn("ferry::native_layer_norm", [](const Call& c) {
+    return out(ferry::layer_norm(c.t(0), c.ints("normalized_shape"), opt(c, 1), opt(c, 2),
+                                 c.f64("eps", 1e-5)));
+  });
+  t["embedding"] = fn("ferry::embedding", [](const Call& c) {
+    return out(ferry::embedding(c.t(0), c.t(1), c.i64("padding_idx", -1)));
+  });
+  t["dropout"] = fn("ferry::mul.Tensor", [](const Call& c) {
+    return out(ferry::dropout(c.t(0), c.f64("p"), c.flag("train")));
+  });
+  t["cross_entropy"] = fn("ferry::nll_loss_forward", [](const Call& c) {
+    return out(ferry::cross_entropy(c.t(0), c.t(1), opt(c, 2), c.str("reduction", "mean"),
+                                    c.i64("ignore_index", -100), c.f64("label_smoothing", 0.0)));
+  });
+  t["nll_loss"] = fn("ferry::nll_loss_forward", [](const Call& c) {
+    return out(ferry::nll_loss(c.t(0), c.t(1), opt(c, 2), c.str("reduction", "mean"),
+                               c.i64("ignore_index", -100)));
+  });
+  t["mse_loss"] = fn("ferry::sub.Tensor", [](const Call& c) {
+    return out(ferry::mse_loss(c.t(0), c.t(1), c.str("reduction", "mean")));
+  });
+  t["cat"] =
+      fn("ferry::cat", [](const Call& c) { return out(ferry::cat(c.inputs(), c.i64("dim", 0))); });
+  t["stack"] = fn("ferry::stack",
+                  [](const Call& c) { return out(ferry::stack(c.inputs(), c.i64("dim", 0))); });
+  t["split"] = fn("ferry::slice.Tensor",
+                  [](const Call& c) { return c.t(0).split(c.i64("split_size"), c.i64("dim", 0)); });
+  t["chunk"] = fn("ferry::slice.Tensor",
+                  [](const Call& c) { return c.t(0).chunk(c.i64("chunks"), c.i64("dim", 0)); });
+#else
+  for (const char* name :
+       {"conv2d", "layer_norm", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "embedding",
+        "dropout", "nll_loss", "mse_loss", "cat", "stack", "chunk"}) {
+    t[name] = boxed(std::string("ferry::") + name);
+  }
+  t["batch_norm"] = boxed("ferry::batch_norm", {{"cudnn_enabled", false}});
+  t["cross_entropy"] = boxed("ferry::cross_entropy_loss");
+  t["split"] = boxed("ferry::split.Tensor");
+#endif
 }
 
 std::map<std::string, OpEntry> make_table() {
@@ -242,15 +339,8 @@ std::map<std::string, OpEntry> make_table() {
   t["to_dtype"] =
       fn("ferry::copy_", [](const Call& c) { return out(c.t(0).to(*c.dtype("dtype"))); });
 
-  // ---- linear algebra and NN: PyTorch's schemas, reached through the dispatcher --------------
-  for (const char* name : {"matmul", "mm", "bmm", "addmm", "linear", "conv2d", "layer_norm",
-                           "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "embedding",
-                           "dropout", "nll_loss", "mse_loss", "cat", "stack", "chunk"}) {
-    t[name] = boxed(std::string("ferry::") + name);
-  }
-  t["batch_norm"] = boxed("ferry::batch_norm", {{"cudnn_enabled", false}});
-  t["cross_entropy"] = boxed("ferry::cross_entropy_loss");
-  t["split"] = boxed("ferry::split.Tensor");
+  add_linalg(t);
+  add_nn(t);
   return t;
 }
 
