@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ferry needs to build and test, skipping those already present: the
-# C++ toolchain and libraries, DLPack's header, and Debian's Python 3 with pybind11, numpy, pytest
-# and matplotlib (for `import ferry`, its tests and `ferry bench --plot`).
+# C++ toolchain and libraries, DLPack's header, nlohmann-json (the tests' safetensors reader), and
+# Debian's Python 3 with pybind11, numpy, pytest and matplotlib (for `import ferry`, its tests and
+# `ferry bench --plot`).
 # Usage: scripts/install-deps.sh [--torch]
 #   --torch adds PyTorch: libtorch-dev (the C++ benchmarks' comparison) and python3-torch (the
-#   pytest round-trips with torch and bench/python_overhead.py). CI passes it; without it the
-#   torch tests skip.
+#   operator comparison with PyTorch in tests/reference, the pytest round-trips with torch and
+#   bench/python_overhead.py). CI passes it; without it those tests skip, saying why.
 set -euo pipefail
 
 # libdnnl-dev's CMake config looks for OpenCL (Debian builds oneDNN with its OpenCL GPU runtime)
 # but the package does not depend on OpenCL's headers: ocl-icd-opencl-dev brings them.
 packages=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev libcli11-dev
-          libdnnl-dev ocl-icd-opencl-dev clang-format libdlpack-dev
+          libdnnl-dev ocl-icd-opencl-dev clang-format libdlpack-dev nlohmann-json3-dev
           python3 python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest
           python3-matplotlib python3-venv)
 if [[ "${1:-}" == "--torch" ]]; then
