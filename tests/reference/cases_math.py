@@ -347,5 +347,8 @@ def softmax_sampler(r):
 
 op("softmax", ("self",), lambda self, dim, dtype=None: torch.softmax(self, dim, dtype=dt(dtype)),
    softmax_cases(), softmax_sampler)
+# oneDNN's float32 log_softmax (ferry's CPU kernel) is within about 4e-6 of the exact value
+# where PyTorch's is within 7e-7: its ops get four times the float32 tolerance.
+LOG_SOFTMAX_TOL = 4
 op("log_softmax", ("self",), lambda self, dim, dtype=None: torch.log_softmax(self, dim, dtype=dt(dtype)),
-   softmax_cases(), softmax_sampler)
+   softmax_cases(), softmax_sampler, tol=LOG_SOFTMAX_TOL)
