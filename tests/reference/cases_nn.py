@@ -79,9 +79,11 @@ def sample_conv(r):
     return inputs, {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
 
 
+# PyTorch 1.13's float64 convolution backward (slow_conv2d) refuses a non-contiguous weight
+# ("grad_weight must be contiguous"): it gets a dense copy, ferry the strided one.
 op("conv2d", ("input", "weight", "bias"),
    lambda input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1:
-       F.conv2d(input, weight, bias, stride, padding, dilation, groups),
+       F.conv2d(input, weight.contiguous(), bias, stride, padding, dilation, groups),
    [C("basic", [T(2, 3, 6, 6), T(4, 3, 3, 3), T(4)]),
     C("stride_pad", [T(1, 2, 7, 5), T(3, 2, 3, 2), T(3)], stride=[2, 1], padding=[1, 0]),
     C("dilation", [T(1, 2, 7, 7, dtype=F64), T(2, 2, 3, 3, dtype=F64), T(2, dtype=F64)], dilation=[2, 2], padding=[2, 1]),
@@ -109,7 +111,9 @@ def bn_inputs(shape, dtype=F32, layout=None, affine=True, stats=True, stat_dtype
 
 
 def sample_bn(r):
-    shape = [r.randint(2, 3), r.randint(1, 4)] + r_shape(r, 0, 2, lo=1, hi=4)
+    # Three or more values per channel: over two, 1/std amplifies float32 rounding in the input
+    # gradient (as for layer_norm), hence also the op's fourfold tolerance.
+    shape = [r.randint(3, 4), r.randint(1, 4)] + r_shape(r, 0, 2, lo=1, hi=4)
     training = r.random() < 0.6
     return (bn_inputs(shape, r.choice((F32, F64)), r.choice(["contiguous", "sliced"]), r.random() < 0.7,
                       not training or r.random() < 0.7),
@@ -125,7 +129,7 @@ op("batch_norm", ("input", "weight", "bias", "running_mean", "running_var"), bn,
     C("channels_last", bn_inputs([2, 3, 3, 2], layout="channels_last"), training=True, momentum=0.1, eps=1e-5),
     C("train_empty_batch", bn_inputs([3, 3, 3, 0]), training=True, momentum=0.1, eps=1e-5),
     C("bf16_f32_params", bn_inputs([4, 2, 3, 3], BF16, stat_dtype=F32), training=True, momentum=0.1, eps=1e-5, tol=3)],
-   sample_bn)
+   sample_bn, tol=4)
 op("layer_norm", ("input", "weight", "bias"),
    lambda input, weight=None, bias=None, normalized_shape=(), eps=1e-5:
        F.layer_norm(input, normalized_shape, weight, bias, eps),
