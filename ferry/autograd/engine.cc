@@ -428,12 +428,17 @@ variable_list Engine::execute(const edge_list& roots, const variable_list& grad_
     if (!task) break;
     run_task(std::move(*task));
   }
+  std::exception_ptr error;
   {
     // Device threads may still be finishing their last task's bookkeeping.
     std::unique_lock<std::mutex> lock(graph->mutex);
     graph->done_cv.wait(lock, [&] { return graph->done; });
+    // Taken out of the graph, so the exception dies on this thread (the last reference to the
+    // graph may be a device thread's, dropped at any time).
+    error = std::move(graph->error);
+    graph->error = nullptr;
   }
-  if (graph->error) std::rethrow_exception(graph->error);
+  if (error) std::rethrow_exception(error);
 
   for (const Stream& leaf : graph->leaf_streams) {
     bool synced = false;
