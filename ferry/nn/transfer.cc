@@ -1,13 +1,13 @@
-// The planned transfer behind Module::to and load_state_dict. Pageable host-to-device pairs are
-// grouped by destination device and cut into batches of at most max_batch_bytes; each batch gets
-// one pinned staging buffer. Small pairs take 64-byte aligned slots at its start: each source is
-// copied there by the CPU copy engine (which applies its layout and lazy bits), that region
-// crosses with one copy_ into a device scratch buffer, and each destination takes its slot with a
-// device-side copy_ (a memcpy, or a conversion kernel when the dtypes differ). Large pairs follow:
-// each is staged into its slot and at once copied from there into its destination, so staging the
-// next one overlaps that copy. The staging buffer carries the events of the copies that read it
-// (copy_'s pinned rule) and the scratch buffer is freed on the stream that used it, so both may
-// go as soon as the copies are queued.
+// The planned transfer behind Module::to and load_state_dict. Pageable host-to-device pairs (the
+// small ones, or all with stage_large_tensors) are grouped by destination device and cut into
+// batches of at most max_batch_bytes; each batch gets one pinned staging buffer. Small pairs take
+// 64-byte aligned slots at its start: each source is copied there by the CPU copy engine (which
+// applies its layout and lazy bits), that region crosses with one copy_ into a device scratch
+// buffer, and each destination takes its slot with a device-side copy_ (a memcpy, or a conversion
+// kernel when the dtypes differ). Large pairs follow: each is staged into its slot and at once
+// copied from there into its destination, so staging the next one overlaps that copy. The staging
+// buffer carries the events of the copies that read it (copy_'s pinned rule) and the scratch buffer
+// is freed on the stream that used it, so both may go as soon as the copies are queued.
 #include "ferry/nn/transfer.h"
 
 #include <algorithm>
@@ -100,7 +100,9 @@ TransferReport batched_copy(const std::vector<CopyPair>& pairs, bool non_blockin
     if (to_device || from_device) {
       add_stream(host_streams, current_stream(to_device ? p.dst.device() : p.src.device()));
     }
-    const bool staged = to_device && p.src.numel() > 0 && !p.src.is_pinned();
+    const bool staged =
+        to_device && p.src.numel() > 0 && !p.src.is_pinned() &&
+        (options.stage_large_tensors || p.src.nbytes() <= options.small_tensor_bytes);
     if (!staged) {
       Tensor dst = p.dst;
       dst.copy_(p.src, /*non_blocking=*/true);

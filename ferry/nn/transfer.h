@@ -1,13 +1,13 @@
 // batched_copy: many dst.copy_(src) as one planned transfer, for Module::to, load_state_dict and
-// Module::load. Host-to-device copies from pageable memory go through pinned staging buffers of
-// at most max_batch_bytes: the CPU copy engine writes each source into a 64-byte aligned slot,
-// small tensors cross together with one copy and are scattered (converted where dtypes differ) by
-// device-side copies, large ones are copied from their slot straight into their destination; all
-// of it is queued without waiting, so staging the next batch overlaps the copies of this one.
-// Every other pair is one non-blocking copy_. Nothing bypasses the copy engine: each step is a
-// copy_, so the device copy policy, pinned-block events and stream ordering apply as for single
-// copies. A blocking transfer synchronizes each stream it used once, at the end; a non-blocking
-// one never waits for a copy.
+// Module::load. Small host-to-device copies from pageable memory go through pinned staging
+// buffers of at most max_batch_bytes: the CPU copy engine writes each source into a 64-byte
+// aligned slot, the slots cross together with one copy and are scattered (converted where dtypes
+// differ) by device-side copies; with stage_large_tensors, large pageable sources are staged too
+// and copied from their slot straight into their destination, queued without waiting, so staging
+// the next one overlaps that copy. Every other pair is one non-blocking copy_. Nothing bypasses the
+// copy engine: each step is a copy_, so the device copy policy, pinned-block events and stream
+// ordering apply as for single copies. A blocking transfer synchronizes each stream it used once,
+// at the end; a non-blocking one never waits for a copy.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +30,12 @@ struct TransferOptions {
   // A staging buffer holds at most this many bytes (a larger set becomes several batches; a
   // single larger tensor gets a buffer of its own size).
   size_t max_batch_bytes = size_t{64} << 20;
+  // Whether pageable sources above small_tensor_bytes are staged too (copied from their slot)
+  // rather than copied directly. Off by default: a direct pageable copy moves the bytes once on the
+  // sim devices (the runtime reads pageable memory itself) where staging moves them twice, and
+  // bench-load measured it faster there. A driver that stages pageable copies internally (CUDA)
+  // may prefer it on: it overlaps the staging with the link and saves one wait per tensor.
+  bool stage_large_tensors = false;
 };
 
 // What a transfer did (for tests and the benchmark).

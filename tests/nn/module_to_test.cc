@@ -117,17 +117,28 @@ TEST_F(ModuleToTest, SmallTensorsArePackedIntoOneCopy) {
   pairs.push_back({empty({0, 3}, TensorOptions(kFloat32).device(kSim0)), randn({0, 3})});
   const nn::TransferReport r = nn::batched_copy(pairs, /*non_blocking=*/false);
   EXPECT_EQ(r.batches, 1) << "one staging buffer";
-  EXPECT_EQ(r.staged_tensors, 51);
+  EXPECT_EQ(r.staged_tensors, 50);
   EXPECT_EQ(r.packed_tensors, 50) << "the small ones cross together";
-  EXPECT_EQ(r.direct_copies, 3) << "the large one from its slot, the pinned and the empty one";
+  EXPECT_EQ(r.direct_copies, 3) << "the large, the pinned and the empty one";
   EXPECT_EQ(r.synchronizations, 1);
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    EXPECT_ALL_CLOSE(pairs[i].dst.to(kFloat32), pairs[i].src.to(kFloat32), 1e-2, 1e-2) << i;
+  }
+  // Staging the large one too: it is copied from its slot.
+  for (const nn::CopyPair& p : pairs) Tensor(p.dst).zero_();
+  const nn::TransferReport all = nn::batched_copy(pairs, false, {.stage_large_tensors = true});
+  EXPECT_EQ(all.batches, 1);
+  EXPECT_EQ(all.staged_tensors, 51);
+  EXPECT_EQ(all.packed_tensors, 50);
+  EXPECT_EQ(all.direct_copies, 3) << "the large one from its slot, the pinned and the empty one";
   for (size_t i = 0; i < pairs.size(); ++i) {
     EXPECT_ALL_CLOSE(pairs[i].dst.to(kFloat32), pairs[i].src.to(kFloat32), 1e-2, 1e-2) << i;
   }
   // A small batch limit splits the set; everything still arrives.
   for (const nn::CopyPair& p : pairs) Tensor(p.dst).zero_();
-  const nn::TransferReport split =
-      nn::batched_copy(pairs, false, {.small_tensor_bytes = 1 << 20, .max_batch_bytes = 512});
+  const nn::TransferReport split = nn::batched_copy(
+      pairs, false,
+      {.small_tensor_bytes = 1 << 20, .max_batch_bytes = 512, .stage_large_tensors = true});
   EXPECT_GT(split.batches, 5);
   for (size_t i = 0; i < pairs.size(); ++i) {
     EXPECT_ALL_CLOSE(pairs[i].dst.to(kFloat32), pairs[i].src.to(kFloat32), 1e-2, 1e-2) << i;
