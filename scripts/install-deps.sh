@@ -11,6 +11,7 @@ set -euo pipefail
 
 # libdnnl-dev's CMake config looks for OpenCL (Debian builds oneDNN with its OpenCL GPU runtime)
 # but the package does not depend on OpenCL's headers: ocl-icd-opencl-dev brings them.
+# nlohmann-json3-dev parses safetensors headers (ferry/nn).
 packages=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev libcli11-dev
           libdnnl-dev ocl-icd-opencl-dev clang-format libdlpack-dev nlohmann-json3-dev
           python3 python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest

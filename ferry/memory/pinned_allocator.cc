@@ -1,5 +1,6 @@
-// The caching pinned host allocator: free lists per power-of-two size class, events recorded at
-// free for the streams a block was used on, polled on later allocations. Backend calls that may
+// The caching pinned host allocator: free lists per power-of-two size class below 1 MiB and one
+// size-ordered list of exact, page-rounded large blocks, events recorded at free for the streams a
+// block was used on, polled on later allocations. Backend calls that may
 // block (malloc_host, free_host) run without the lock held; looking a block up and recording a
 // stream on it happen under one lock hold, so a block cannot be freed or deleted in between.
 #include "ferry/memory/pinned_allocator.h"
@@ -9,10 +10,13 @@
 #include <bit>
 #include <cstdio>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <vector>
+
+#include <unistd.h>
 
 #include "ferry/core/error.h"
 #include "ferry/device/backend.h"
@@ -31,6 +35,7 @@ struct PinnedBlock {
   size_t size = 0;
   size_t requested = 0;
   DeviceType backend = DeviceType::Sim;
+  bool large = false;  // an exact-size block (a request of at least kPinnedLargeRequest)
   bool allocated = false;
   int event_count = 0;          // pending entries while freed
   std::vector<Stream> streams;  // recorded while allocated
@@ -38,7 +43,26 @@ struct PinnedBlock {
 
 int class_of(size_t size) { return std::countr_zero(size); }
 
+size_t page_size() {
+  static const size_t size = [] {
+    const long n = ::sysconf(_SC_PAGESIZE);
+    return n > 0 ? static_cast<size_t>(n) : size_t{4096};
+  }();
+  return size;
+}
+
+// A cached large block serves a request of `rounded` bytes when it wastes at most 1/8 of that.
+bool large_block_fits(size_t block_size, size_t rounded) {
+  return block_size >= rounded && block_size - rounded <= rounded / 8;
+}
+
 void release_pinned(void* context);
+
+// The context of a view storage (pinned_view_storage): the block's own storage, kept alive.
+struct PinnedView {
+  Storage block;
+};
+void release_pinned_view(void* context) { delete static_cast<PinnedView*>(context); }
 
 class PinnedAllocator final : public Allocator {
  public:
@@ -48,18 +72,17 @@ class PinnedAllocator final : public Allocator {
     FERRY_CHECK_AS(OutOfMemoryError, nbytes <= kMaxPinnedRequest,
                    "pinned host allocator: cannot allocate ", nbytes, " bytes");
     const size_t size = pinned_size_class(nbytes);
+    const bool large = nbytes >= kPinnedLargeRequest;
     std::unique_lock<std::mutex> lock(mutex_);
     if (!pending_.empty()) process_events();
-    PinnedBlock* block = nullptr;
-    auto& list = free_[class_of(size)];
-    if (!list.empty()) {
-      block = list.back();
-      list.pop_back();
+    PinnedBlock* block = take_cached(size, large);
+    if (block != nullptr) {
       ++stats_.num_cache_hits;
     } else {
       lock.unlock();
       block = new_block(size);
       lock.lock();
+      block->large = large;
       blocks_.emplace(block->ptr, block);
       stats_.segment.increase(1);
       stats_.reserved_bytes.increase(static_cast<int64_t>(size));
@@ -68,8 +91,13 @@ class PinnedAllocator final : public Allocator {
     block->allocated = true;
     block->requested = nbytes;
     stats_.allocation.increase(1);
-    stats_.allocated_bytes.increase(static_cast<int64_t>(size));
+    stats_.allocated_bytes.increase(static_cast<int64_t>(block->size));
     stats_.requested_bytes.increase(static_cast<int64_t>(nbytes));
+    if (block->large) {
+      stats_.large_allocation.increase(1);
+      stats_.large_allocated_bytes.increase(static_cast<int64_t>(block->size));
+      stats_.large_requested_bytes.increase(static_cast<int64_t>(nbytes));
+    }
     return DataPtr(block->ptr, block, &release_pinned, Device(DeviceType::CPU));
   }
 
@@ -79,6 +107,11 @@ class PinnedAllocator final : public Allocator {
     stats_.allocation.decrease(1);
     stats_.allocated_bytes.decrease(static_cast<int64_t>(block->size));
     stats_.requested_bytes.decrease(static_cast<int64_t>(block->requested));
+    if (block->large) {
+      stats_.large_allocation.decrease(1);
+      stats_.large_allocated_bytes.decrease(static_cast<int64_t>(block->size));
+      stats_.large_requested_bytes.decrease(static_cast<int64_t>(block->requested));
+    }
     block->requested = 0;
     std::vector<Stream> streams;
     streams.swap(block->streams);
@@ -89,7 +122,7 @@ class PinnedAllocator final : public Allocator {
       ++block->event_count;
       ++stats_.pending_events;
     }
-    if (block->event_count == 0) free_[class_of(block->size)].push_back(block);
+    if (block->event_count == 0) cache(block);
   }
 
   // The storage keeps `block` allocated while the caller holds it.
@@ -119,7 +152,8 @@ class PinnedAllocator final : public Allocator {
   void reset_peak_stats() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Stat* s : {&stats_.allocation, &stats_.allocated_bytes, &stats_.requested_bytes,
-                    &stats_.segment, &stats_.reserved_bytes}) {
+                    &stats_.large_allocation, &stats_.large_allocated_bytes,
+                    &stats_.large_requested_bytes, &stats_.segment, &stats_.reserved_bytes}) {
       s->reset_peak();
     }
   }
@@ -133,6 +167,8 @@ class PinnedAllocator final : public Allocator {
         victims.insert(victims.end(), list.begin(), list.end());
         list.clear();
       }
+      for (const auto& entry : large_free_) victims.push_back(entry.second);
+      large_free_.clear();
       for (PinnedBlock* b : victims) {
         blocks_.erase(b->ptr);
         stats_.segment.decrease(1);
@@ -159,6 +195,31 @@ class PinnedAllocator final : public Allocator {
     RawEvent event;
     PinnedBlock* block;
   };
+
+  // A cached block for a request of block size `size` (under the lock), or null.
+  PinnedBlock* take_cached(size_t size, bool large) {
+    if (!large) {
+      auto& list = free_[class_of(size)];
+      if (list.empty()) return nullptr;
+      PinnedBlock* block = list.back();
+      list.pop_back();
+      return block;
+    }
+    auto it = large_free_.lower_bound(size);
+    if (it == large_free_.end() || !large_block_fits(it->first, size)) return nullptr;
+    PinnedBlock* block = it->second;
+    large_free_.erase(it);
+    return block;
+  }
+
+  // Returns a free block with no pending events to its free list (under the lock).
+  void cache(PinnedBlock* block) {
+    if (block->large) {
+      large_free_.emplace(block->size, block);
+    } else {
+      free_[class_of(block->size)].push_back(block);
+    }
+  }
 
   static void add_stream(PinnedBlock* block, const Stream& stream) {
     if (std::find(block->streams.begin(), block->streams.end(), stream) == block->streams.end()) {
@@ -209,13 +270,14 @@ class PinnedAllocator final : public Allocator {
       if (!detail::use_complete(p.stream, p.event)) return false;
       if (p.event != nullptr) detail::release_event(p.stream.device(), p.event);
       --stats_.pending_events;
-      if (--p.block->event_count == 0) free_[class_of(p.block->size)].push_back(p.block);
+      if (--p.block->event_count == 0) cache(p.block);
       return true;
     });
   }
 
   std::mutex mutex_;
   std::array<std::vector<PinnedBlock*>, kNumClasses> free_;
+  std::multimap<size_t, PinnedBlock*> large_free_;        // cached large blocks, by size
   std::unordered_map<const void*, PinnedBlock*> blocks_;  // every block held, by address
   std::vector<Pending> pending_;
   PinnedStats stats_;
@@ -247,17 +309,45 @@ const bool kInstalled = [] {
 }  // namespace
 
 size_t pinned_size_class(size_t nbytes) {
+  if (nbytes >= kPinnedLargeRequest) {
+    const size_t page = page_size();
+    FERRY_CHECK_AS(OutOfMemoryError, nbytes <= kMaxPinnedRequest,
+                   "pinned host allocator: cannot allocate ", nbytes, " bytes");
+    return (nbytes + page - 1) / page * page;
+  }
   return std::max(kMinPinnedBlock, std::bit_ceil(std::max<size_t>(nbytes, 1)));
 }
 
 Allocator* pinned_host_allocator() { return &instance(); }
 
 bool pinned_record_event(const Storage& host_storage, const Stream& stream) {
-  if (!host_storage.defined() || host_storage.data_ptr().deleter() != &release_pinned) {
-    return false;
+  if (!host_storage.defined()) return false;
+  const Storage* block = &host_storage;
+  if (host_storage.data_ptr().deleter() == &release_pinned_view) {
+    block = &static_cast<const PinnedView*>(host_storage.data_ptr().context())->block;
   }
-  instance().record(static_cast<PinnedBlock*>(host_storage.data_ptr().context()), stream);
+  if (block->data_ptr().deleter() != &release_pinned) return false;
+  instance().record(static_cast<PinnedBlock*>(block->data_ptr().context()), stream);
   return true;
+}
+
+Storage pinned_view_storage(const Storage& storage, size_t offset, size_t nbytes) {
+  FERRY_CHECK(storage.defined(), "pinned_view_storage: expected a defined storage");
+  Storage block = storage;
+  if (storage.data_ptr().deleter() == &release_pinned_view) {
+    block = static_cast<const PinnedView*>(storage.data_ptr().context())->block;
+    offset += static_cast<size_t>(static_cast<const char*>(storage.data()) -
+                                  static_cast<const char*>(block.data()));
+  }
+  FERRY_CHECK(block.data_ptr().deleter() == &release_pinned,
+              "pinned_view_storage: expected a storage of the pinned host allocator (or a view of "
+              "one), but got one that is not");
+  FERRY_CHECK(offset <= block.nbytes() && nbytes <= block.nbytes() - offset,
+              "pinned_view_storage: expected bytes [", offset, ", ", offset + nbytes,
+              ") to lie inside the pinned block of ", block.nbytes(), " bytes");
+  void* data = static_cast<char*>(block.data()) + offset;
+  auto* view = new PinnedView{std::move(block)};
+  return Storage(DataPtr(data, view, &release_pinned_view, Device(DeviceType::CPU)), nbytes);
 }
 
 bool pinned_record_event(const void* ptr, const Stream& stream) {

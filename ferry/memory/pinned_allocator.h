@@ -1,8 +1,10 @@
-// The pinned host allocator: caches page-locked host blocks (the device backend's malloc_host) in
-// power-of-two size classes, for `pinned_memory` tensors and Tensor::pin_memory().
+// The pinned host allocator: caches page-locked host blocks (the device backend's malloc_host), in
+// power-of-two size classes below 1 MiB and in exact, page-rounded sizes from 1 MiB up, for
+// `pinned_memory` tensors, Tensor::pin_memory() and staging buffers.
 // Invariants: a block is handed out to one storage at a time; a block freed after
 // pinned_record_event is reused only once the work queued on each recorded stream before the
-// free is done; cached blocks go back to the backend only in pinned_empty_cache.
+// free is done (for events recorded through a view storage too); cached blocks go back to the
+// backend only in pinned_empty_cache.
 #pragma once
 
 #include <cstddef>
@@ -15,9 +17,15 @@
 namespace ferry::memory {
 
 struct PinnedStats {
-  Stat allocation;             // blocks handed out
-  Stat allocated_bytes;        // their (size-class) bytes
-  Stat requested_bytes;        // the bytes asked for
+  Stat allocation;       // blocks handed out
+  Stat allocated_bytes;  // their (size-class or page-rounded) bytes
+  Stat requested_bytes;  // the bytes asked for
+  // Of those, the large blocks (requests of at least kPinnedLargeRequest): exact, page-rounded
+  // sizes rather than powers of two, so large_allocated_bytes - large_requested_bytes stays below
+  // a page per block plus the reuse slack (see pinned_size_class).
+  Stat large_allocation;
+  Stat large_allocated_bytes;
+  Stat large_requested_bytes;
   Stat segment;                // blocks held from the backend, handed out or cached
   Stat reserved_bytes;         // their bytes
   int64_t num_cache_hits = 0;  // allocations served from the cache
@@ -28,7 +36,14 @@ struct PinnedStats {
   int64_t num_event_record_failures = 0;
 };
 
-// The block size serving a request: the next power of two, at least 512 bytes.
+// Requests of at least this many bytes get a block of their own size rounded up to whole pages
+// instead of the next power of two (which wastes up to half of a gigabyte weight buffer).
+inline constexpr size_t kPinnedLargeRequest = size_t{1} << 20;
+
+// The block size a new block for a request gets: below kPinnedLargeRequest the next power of
+// two, at least 512 bytes; from kPinnedLargeRequest up the request rounded up to the page size.
+// A cached large block is reused for a later large request when it is at least the request's
+// rounded size and at most 1/8 larger (so a block never wastes more than 1/9 of itself).
 size_t pinned_size_class(size_t nbytes);
 
 // The allocator behind pinned host tensors (installed with set_pinned_host_allocator when the
@@ -45,6 +60,13 @@ bool pinned_record_event(const Storage& host_storage, const Stream& stream);
 // against concurrent frees, reuse and pinned_empty_cache: the block is looked up and recorded in
 // one step, so the call records on whatever block is live at `ptr` at that moment, or on none.
 bool pinned_record_event(const void* ptr, const Stream& stream);
+
+// A storage of its own (own version counter, own nbytes) for the bytes [offset, offset + nbytes)
+// of `storage`, which must be a pinned block or such a view; it keeps the block alive, and
+// pinned_record_event / record_stream on it record on the whole block. What a file loaded into one
+// pinned block hands out per tensor, so that each tensor is an independent object whose
+// asynchronous copies still protect the block.
+Storage pinned_view_storage(const Storage& storage, size_t offset, size_t nbytes);
 
 PinnedStats pinned_stats();
 void pinned_reset_peak_stats();

@@ -1,0 +1,146 @@
+// `ferry bench-load`, the module part: Module::to(sim:0) of modules holding ResNet-152's and
+// BERT-base's tensors (pageable host memory, as a freshly built model's), against one contiguous
+// pageable copy of the same total bytes and against a naive loop of one blocking to() per tensor,
+// each sample moving the module back (untimed) first. Then, on the CPU, to(bfloat16) and
+// load_state_dict beside PyTorch's model.to(bfloat16) and the per-parameter copy_ of its
+// load_state_dict, when built with PyTorch.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "bench/load_bench.h"
+#include "ferry/autograd/grad_mode.h"
+#include "ferry/backends/sim/sim.h"
+#include "ferry/device/stream.h"
+#include "ferry/nn/transfer.h"
+#include "ferry/ops/factories.h"
+
+namespace ferry::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_of(const std::function<void()>& f) {
+  const auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+struct Population {
+  int64_t tensors = 0;
+  int64_t bytes = 0;
+  int64_t small = 0;  // packed by the planned transfer
+};
+
+// "FERRY_SIM_BANDWIDTH=25G ..." for the table's title.
+std::string sim_settings() {
+  std::string out;
+  for (const auto& [key, value] : sim::config().settings()) {
+    out += (out.empty() ? "" : " ") + key + "=" + value;
+  }
+  return out;
+}
+
+Population population(const nn::Module& m) {
+  Population p;
+  const nn::TransferOptions defaults;
+  for (const TensorDict& d : {m.named_parameters(), m.named_buffers()}) {
+    for (const auto& item : d) {
+      ++p.tensors;
+      p.bytes += static_cast<int64_t>(item.value().nbytes());
+      if (item.value().nbytes() <= defaults.small_tensor_bytes) ++p.small;
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+void run_module_bench(int repeat, bool quick) {
+  const int runs = quick ? std::min(repeat, 3) : repeat;
+  const Device dev("sim:0");
+  std::printf("module.to(sim:0): pageable host tensors, blocking; sim: %s; median of %d runs\n",
+              sim_settings().c_str(), runs);
+  std::printf("%-10s %7s %8s %9s %13s %6s %13s %15s %13s\n", "model", "tensors", "MiB", "to ms",
+              "contig. ms", "ratio", "us/tensor", "naive loop ms", "non-blk call");
+  struct Model {
+    const char* name;
+    std::vector<TensorShape> shapes;
+  };
+  const std::vector<Model> models = {{"resnet152", resnet152_shapes()},
+                                     {"bert_base", bert_base_shapes()}};
+  for (const Model& model : models) {
+    const std::shared_ptr<nn::Module> m = module_from_shapes(model.shapes);
+    const Population p = population(*m);
+    const Tensor flat = empty({p.bytes}, TensorOptions(kUInt8));
+    std::memset(flat.data_ptr(), 1, static_cast<size_t>(p.bytes));
+    std::vector<Tensor> tensors = m->parameters();
+    for (const Tensor& b : m->buffers()) tensors.push_back(b);
+    // Warm-up: the device allocator's cache and the pinned staging buffer.
+    m->to(dev);
+    m->cpu();
+    (void)flat.to(dev);
+    std::vector<double> t_to, t_flat, t_naive, t_call;
+    for (int r = 0; r < runs; ++r) {
+      t_to.push_back(ms_of([&] { m->to(dev); }));
+      m->cpu();
+      t_flat.push_back(ms_of([&] { (void)flat.to(dev); }));
+      t_naive.push_back(ms_of([&] {
+        std::vector<Tensor> moved;
+        moved.reserve(tensors.size());
+        for (const Tensor& t : tensors) moved.push_back(t.to(dev));
+      }));
+      t_call.push_back(ms_of([&] { m->to(dev, /*non_blocking=*/true); }));
+      current_stream(dev).synchronize();
+      m->cpu();
+    }
+    const double to_ms = median_of(t_to), flat_ms = median_of(t_flat);
+    std::printf("%-10s %7lld %8.1f %9.2f %13.2f %6.2f %13.2f %15.2f %13.2f\n", model.name,
+                static_cast<long long>(p.tensors), static_cast<double>(p.bytes) / (1 << 20), to_ms,
+                flat_ms, to_ms / flat_ms, (to_ms - flat_ms) * 1e3 / static_cast<double>(p.tensors),
+                median_of(t_naive), median_of(t_call));
+  }
+  std::printf(
+      "ratio = to ms / contiguous ms (target <= 1.1); us/tensor = (to - contiguous) / "
+      "tensors; naive loop = one blocking Tensor::to per tensor; non-blk call = time for "
+      "to(sim:0, non_blocking=true) to return\n\n");
+
+  std::printf("On the CPU (ms, median of %d)%s\n", runs,
+#if defined(FERRY_HAVE_TORCH)
+              ""
+#else
+              ": built without PyTorch (configure with -DFERRY_BENCH_TORCH=ON to compare)"
+#endif
+  );
+#if defined(FERRY_HAVE_TORCH)
+  std::printf("%-10s %16s %16s %20s %22s   (PyTorch %s)\n", "model", "ferry to(bf16)",
+              "torch to(bf16)", "ferry load_state_dict", "torch param copy_ loop",
+              torch_version_string());
+#else
+  std::printf("%-10s %16s %20s\n", "model", "ferry to(bf16)", "ferry load_state_dict");
+#endif
+  for (const auto& [name, shapes] : std::vector<std::pair<const char*, std::vector<TensorShape>>>{
+           {"resnet152", resnet152_shapes()}, {"bert_base", bert_base_shapes()}}) {
+    const std::shared_ptr<nn::Module> m = module_from_shapes(shapes);
+    const TensorDict sd = module_from_shapes(shapes)->state_dict();
+    std::vector<double> t_to, t_load;
+    m->to(kBFloat16);
+    m->to(kFloat32);
+    for (int r = 0; r < runs; ++r) {
+      t_to.push_back(ms_of([&] { m->to(kBFloat16); }));
+      m->to(kFloat32);
+      t_load.push_back(ms_of([&] { m->load_state_dict(sd); }));
+    }
+#if defined(FERRY_HAVE_TORCH)
+    const TorchModuleTimes torch = time_torch_module(shapes, runs);
+    std::printf("%-10s %16.2f %16.2f %20.2f %22.2f\n", name, median_of(t_to), torch.to_bf16_ms,
+                median_of(t_load), torch.load_ms);
+#else
+    std::printf("%-10s %16.2f %20.2f\n", name, median_of(t_to), median_of(t_load));
+#endif
+  }
+}
+
+}  // namespace ferry::bench
