@@ -338,7 +338,8 @@ int run_ops_bench(const OpsOptions& o) {
                "hardware threads; ",
                cases.size(), o.threads.size(), repeat, std::thread::hardware_concurrency());
 #if defined(FERRY_HAVE_TORCH)
-  std::fprintf(table, "PyTorch %s\n", torch_version());
+  std::fprintf(table, "PyTorch %s (%s)\n", torch_version(),
+               set_torch_ops_threads(get_num_threads()));
 #else
   std::fprintf(table, "PyTorch not built in (configure with -DFERRY_BENCH_TORCH=ON): torch n/a\n");
 #endif
@@ -367,7 +368,7 @@ int run_ops_bench(const OpsOptions& o) {
       const int threads = o.threads[ti];
       set_num_threads(threads);
 #if defined(FERRY_HAVE_TORCH)
-      set_torch_threads(threads);
+      set_torch_ops_threads(threads);
 #endif
       // Warm-up (primitive caches, allocator pools), then interleaved samples so that noise
       // hits both sides alike.

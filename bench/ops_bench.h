@@ -60,6 +60,9 @@ int run_ops_bench(const OpsOptions& options);
 #if defined(FERRY_HAVE_TORCH)
 // PyTorch's side of a case, on tensors it owns (null when PyTorch has no such case).
 Op make_torch_ops_op(const OpSpec& spec);
+// torch::set_num_threads, and the same for the BLAS library PyTorch's float32 GEMMs run on
+// (OpenBLAS keeps its own threads); returns what was done about the BLAS, for the preamble.
+const char* set_torch_ops_threads(int n);
 #endif
 
 }  // namespace ferry::bench

@@ -1,6 +1,8 @@
 // PyTorch's side of the operator benchmark (built with -DFERRY_BENCH_TORCH=ON): each case of
 // ops_bench.h on libtorch tensors with the same shapes, dtypes and layouts, the same operations
-// (torch::matmul, linear, conv2d, add, and the same MLP step), timed by ops_bench.cc.
+// (torch::matmul, linear, conv2d, add, and the same MLP step), timed by ops_bench.cc; and
+// PyTorch's thread count, its BLAS's included.
+#include <dlfcn.h>
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -18,6 +20,19 @@ torch::Tensor randn_in(std::vector<int64_t> sizes, ScalarType dtype, bool channe
 }
 
 }  // namespace
+
+const char* set_torch_ops_threads(int n) {
+  torch::set_num_threads(n);
+  // Debian's PyTorch runs float32 GEMMs on OpenBLAS (pthreads), whose threads
+  // torch::set_num_threads does not set: without this, PyTorch's "1 thread" matmul runs on every
+  // core.
+  using SetThreads = void (*)(int);
+  if (auto* set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    set(n);
+    return "OpenBLAS threads set to match";
+  }
+  return "no OpenBLAS found to set threads of";
+}
 
 Op make_torch_ops_op(const OpSpec& s) {
   const std::vector<int64_t>& d = s.dims;
