@@ -106,10 +106,11 @@ Op make_ferry_op(const OpSpec& s) {
 
 #if defined(FERRY_HAVE_TORCH)
 // Both sides run oneDNN on libgomp teams whose workers spin for a while after each parallel
-// region; a short untimed pause lets them sleep, so that neither side is timed against the
-// other's spinning workers.
-void settle(int threads) {
-  if (threads > 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+// region, and PyTorch's float32 GEMMs run on OpenBLAS, whose workers spin for 2^28 cycles (its
+// default thread timeout: about 70 ms at 3.7 GHz) after each call; an untimed pause lets them
+// sleep, so that neither side is timed against the other's spinning workers.
+void settle(int threads, bool after_torch) {
+  if (threads > 1) std::this_thread::sleep_for(std::chrono::milliseconds(after_torch ? 100 : 5));
 }
 #endif
 
@@ -377,16 +378,16 @@ int run_ops_bench(const OpsOptions& o) {
       if (torch_op) {
         for (int w = 0; w < 2; ++w) torch_op();
       }
-      settle(threads);
+      settle(threads, true);
 #endif
       std::vector<double> t_ferry, t_torch;
       for (int r = 0; r < repeat; ++r) {
         t_ferry.push_back(time_ms(op));
 #if defined(FERRY_HAVE_TORCH)
-        settle(threads);
+        settle(threads, false);
         if (torch_op) {
           t_torch.push_back(time_ms(torch_op));
-          settle(threads);
+          settle(threads, true);
         }
 #endif
       }
