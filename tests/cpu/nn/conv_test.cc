@@ -97,6 +97,52 @@ TEST(NnConv, AllThreeKernelsMatchFloat64LoopsOnRandomConfigurations) {
   }
 }
 
+// NCHW forward convolutions larger than 1 x 1 run on oneDNN's channels-last or blocked layouts,
+// with the input, weights and output reordered around the primitive (Note [Blocked forward
+// convolution] in conv.cc): ResNet's stem (3 input channels, 7 x 7, stride 2), a 3 x 3 layer whose
+// channels are no multiple of the 16-channel block, with a bias, a grouped one, and an output
+// written into a sliced tensor; the cached entry is used twice.
+TEST(NnConv, BlockedForwardOfNchwInputsMatchesFloat64Loops) {
+  SCOPED_TRACE(testing::seed_trace());
+  Generator gen(testing::test_seed());
+  struct Case {
+    ConvCase c;
+    bool bias;
+  };
+  Conv2dParams stem;
+  stem.stride = {2, 2};
+  stem.padding = {3, 3};
+  Conv2dParams same;
+  same.padding = {1, 1};
+  Conv2dParams grouped = same;
+  grouped.groups = 2;
+  const Case cases[] = {{{2, 3, 20, 18, 16, 7, 7, stem}, false},
+                        {{2, 20, 9, 11, 24, 3, 3, same}, true},
+                        {{1, 32, 8, 8, 32, 3, 3, grouped}, false}};
+  for (const Case& k : cases) {
+    const ConvCase& c = k.c;
+    for (ScalarType dtype : {kFloat32, kBFloat16}) {
+      for (Layout ly : {Layout::kContiguous, Layout::kSliced}) {
+        SCOPED_TRACE(c.str() + " " + std::string(scalar_type_name(dtype)) + " out " +
+                     testing::nn::layout_name(ly));
+        const Tensor x =
+            testing::nn::random_in({c.n, c.c, c.h, c.w}, dtype, Layout::kContiguous, gen);
+        const Tensor w = testing::nn::random_in({c.o, c.c / c.p.groups, c.kh, c.kw}, dtype,
+                                                Layout::kContiguous, gen);
+        const Tensor b =
+            k.bias ? testing::nn::random_in({c.o}, dtype, Layout::kContiguous, gen) : Tensor();
+        Tensor y64 = empty({c.n, c.o, c.oh(), c.ow()}, kFloat64);
+        conv2d_forward(y64, testing::nn::f64(x), testing::nn::f64(w), testing::nn::f64(b), c.p);
+        for (int twice = 0; twice < 2; ++twice) {
+          Tensor y = testing::nn::nan_in({c.n, c.o, c.oh(), c.ow()}, dtype, ly);
+          conv2d_forward(y, x, w, b, c.p);
+          FERRY_EXPECT_CLOSE(y, y64, dtype, "forward");
+        }
+      }
+    }
+  }
+}
+
 TEST(NnConv, Float64LoopsOfA1x1KernelAreAGemm) {
   SCOPED_TRACE(testing::seed_trace());
   Generator gen(testing::test_seed());

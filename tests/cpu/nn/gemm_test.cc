@@ -60,6 +60,40 @@ TEST(NnGemm, MatchesFloat64LoopsOnRandomShapesLayoutsAndDtypes) {
   }
 }
 
+// One large float32 product with a column-major b runs on oneDNN's dnnl_sgemm (Note [float32
+// GEMM through dnnl_sgemm] in gemm.cc): row- and column-major a, an output whose rows are longer
+// than n, alpha, beta with and without a bias (the latter on the primitive), and NaNs in an
+// output that beta = 0 must ignore.
+TEST(NnGemm, LargeFloat32ProductsWithATransposedBMatchFloat64Loops) {
+  SCOPED_TRACE(testing::seed_trace());
+  Generator gen(testing::test_seed());
+  const int64_t m = 260, k = 300, n = 257;
+  struct Case {
+    bool a_transposed, out_strided, bias;
+    double alpha, beta;
+  };
+  const Case cases[] = {{false, false, true, 1.0, 0.0},
+                        {true, true, true, 0.5, 0.0},
+                        {false, true, false, 1.0, 0.75},
+                        {true, false, true, 1.0, 0.75}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string("a ") + (c.a_transposed ? "column" : "row") + "-major, alpha " +
+                 std::to_string(c.alpha) + ", beta " + std::to_string(c.beta) +
+                 (c.bias ? ", bias" : ""));
+    const Tensor a = c.a_transposed ? randn({1, k, m}, kFloat32, &gen).transpose(1, 2)
+                                    : randn({1, m, k}, kFloat32, &gen);
+    const Tensor b = randn({1, n, k}, kFloat32, &gen).transpose(1, 2);  // W^T, as linear's
+    const Tensor bias = c.bias ? randn({n}, kFloat32, &gen) : Tensor();
+    Tensor out = c.out_strided ? randn({1, m, n + 7}, kFloat32, &gen).narrow(2, 0, n)
+                               : randn({1, m, n}, kFloat32, &gen);
+    Tensor want = testing::nn::f64(out);
+    if (c.beta == 0) out.fill_(std::nan(""));
+    gemm(want, testing::nn::f64(a), testing::nn::f64(b), c.alpha, c.beta, testing::nn::f64(bias));
+    gemm(out, a, b, c.alpha, c.beta, bias);
+    FERRY_EXPECT_CLOSE(out, want, kFloat32, "gemm");
+  }
+}
+
 TEST(NnGemm, Float64LoopsMatchAHandComputedProduct) {
   Tensor a = arange(1, 5, 1, kFloat64).view({1, 2, 2});  // [[1, 2], [3, 4]]
   Tensor b = arange(5, 9, 1, kFloat64).view({1, 2, 2});  // [[5, 6], [7, 8]]

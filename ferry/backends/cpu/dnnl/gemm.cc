@@ -2,6 +2,9 @@
 // bfloat16 (and float16 where the CPU has it, else through float32 temporaries), the portable
 // loops for float64 and integers. Row- or column-major operands with any leading dimension and
 // batch stride go to oneDNN as they are; other layouts are staged through dense temporaries.
+// One large float32 product with a column-major b goes to oneDNN's dnnl_sgemm (Note [float32 GEMM
+// through dnnl_sgemm]).
+#include <cstring>
 #include <string>
 
 #include "ferry/backends/cpu/dnnl/dnnl_runtime.h"
@@ -147,6 +150,51 @@ Outcome matmul_onednn(const Tensor& out, const Tensor& a, const Tensor& b, doubl
   return Outcome::kDone;
 }
 
+// Note [float32 GEMM through dnnl_sgemm]: oneDNN 2.6's matmul primitive picks its brgemm kernel
+// for every float32 layout; its BLAS-like dnnl_sgemm ("gemm:jit" kernels) is faster when b is
+// column-major, i.e. b = W^T as in linear (on one Zen 5 core, median of 11, `ferry bench-ops`
+// and a standalone program: [1024 x 768] x [768 x 3072]^T 26.0 ms against 27.3 ms, 1024^3 with
+// b^T 11.5 against 11.9 ms; at 2 threads 13.5 against 13.8 ms), and not reliably so for a
+// row-major b (111 to 201 GFLOP/s from run to run against the primitive's steady 178), which
+// stays on the primitive. Both are oneDNN and run on the calling thread's OpenMP team
+// (TeamScope). Taken for a single product into a row-major output, every dimension at least
+// kSgemmMinDim (smaller products were not measured), with a bias only when beta is 0: the bias
+// is written into every row of out first and then accumulated with beta = 1.
+constexpr int64_t kSgemmMinDim = 256;
+
+bool sgemm_onednn(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
+                  const Tensor& bias) {
+  if (out.dtype() != kFloat32 || out.size(0) != 1) return false;
+  const int64_t m = out.size(1), n = out.size(2), k = a.size(2);
+  if (m < kSgemmMinDim || n < kSgemmMinDim || k < kSgemmMinDim) return false;
+  if (bias.defined() && (beta != 0 || bias.stride(0) != 1)) return false;
+  const MatmulLayout la = matmul_layout(a, false), lb = matmul_layout(b, false);
+  const MatmulLayout lo = matmul_layout(out, true);
+  if (!la.fast || !lb.fast || !lo.fast) return false;
+  // Row-major operands are not transposed; column-major ones are the transpose of a row-major
+  // matrix whose leading dimension is the column stride.
+  const bool a_rows = la.strides[2] == 1, b_rows = lb.strides[2] == 1;
+  if (b_rows) return false;
+  const int64_t lda = a_rows ? la.strides[1] : la.strides[2];
+  const int64_t ldb = lb.strides[2];
+  const int64_t ldc = lo.strides[1];
+  auto* c = static_cast<float*>(out.data_ptr());
+  float beta_used = static_cast<float>(beta);
+  if (bias.defined()) {
+    const auto* bias_data = static_cast<const float*>(bias.data_ptr());
+    for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, bias_data, sizeof(float) * n);
+    beta_used = 1;
+  }
+  onednn::TeamScope team;
+  const dnnl_status_t status =
+      dnnl_sgemm(a_rows ? 'N' : 'T', 'T', m, n, k, static_cast<float>(alpha),
+                 static_cast<const float*>(a.data_ptr()), lda,
+                 static_cast<const float*>(b.data_ptr()), ldb, beta_used, c, ldc);
+  FERRY_CHECK(status == dnnl_success, "gemm: oneDNN's dnnl_sgemm failed with status ",
+              static_cast<int>(status), " (", describe(out, a, b, bias), ")");
+  return true;
+}
+
 }  // namespace
 
 void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
@@ -176,6 +224,7 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, dou
   const bool onednn_dtype = dtype == kFloat32 || dtype == kBFloat16 || dtype == kFloat16;
   if (!onednn_dtype || k == 0) return reference::gemm(out, a, b, alpha, beta, bias);
 
+  if (sgemm_onednn(out, a, b, alpha, beta, bias)) return;
   Outcome outcome = matmul_onednn(out, a, b, alpha, beta, bias, false);
   if (outcome == Outcome::kPrefersDense)
     outcome = matmul_onednn(out, a, b, alpha, beta, bias, true);
