@@ -50,7 +50,9 @@
 #include "ferry/ops/copy.h"
 #include "ferry/ops/device_copy.h"
 #include "ferry/ops/factories.h"
+#include "ferry/ops/linalg.h"
 #include "ferry/ops/math.h"
+#include "ferry/ops/nn_ops.h"
 #include "ferry/ops/type_promotion.h"
 // DLPack exchange needs DLPack's own header (Debian's libdlpack-dev) where ferry is used.
 #if __has_include(<dlpack/dlpack.h>)

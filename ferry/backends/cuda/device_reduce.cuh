@@ -14,12 +14,11 @@
 #include "ferry/core/bfloat16.h"
 #include "ferry/core/half.h"
 
-// glibc's assert.h declares __assert_fail only without NDEBUG; CUDA's device assertion is a
-// call to it, so release builds declare it themselves (as PyTorch does).
-#if defined(NDEBUG)
+// CUDA's device assertion is a call to __assert_fail, which glibc's assert.h declares only
+// without NDEBUG and only where it is included; declared here whatever the build flags (a
+// redeclaration where assert.h did declare it).
 extern "C" __host__ __device__ void __assert_fail(const char* assertion, const char* file,
                                                   unsigned int line, const char* function) noexcept;
-#endif
 
 namespace ferry::cuda {
 

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "ferry/core/tensor.h"
+#include "ferry/device/compute_kernels.h"
 
 namespace ferry::cpu {
 
@@ -26,12 +27,8 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha = 1.
           double beta = 0.0, const Tensor& bias = Tensor());
 
 // ---- 2-d convolution -------------------------------------------------------------------------
-struct Conv2dParams {
-  std::array<int64_t, 2> stride{1, 1};
-  std::array<int64_t, 2> padding{0, 0};
-  std::array<int64_t, 2> dilation{1, 1};
-  int64_t groups = 1;
-};
+// ferry::Conv2dParams (ferry/device/compute_kernels.h): stride, padding, dilation, groups.
+using ::ferry::Conv2dParams;
 // input [N, C, H, W], weight [O, C / groups, kH, kW], bias undefined or [O], out [N, O, oH, oW]
 // with oH = (H + 2 pH - dH (kH - 1) - 1) / sH + 1. Logical dims are always NCHW; the memory
 // format (contiguous or channels-last) is whatever the strides say, for every operand.
@@ -45,15 +42,9 @@ void conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_bias, 
                             const Tensor& grad_out, const Conv2dParams& p);
 
 // ---- pooling ---------------------------------------------------------------------------------
-struct Pool2dParams {
-  std::array<int64_t, 2> kernel{1, 1};
-  std::array<int64_t, 2> stride{1, 1};
-  std::array<int64_t, 2> padding{0, 0};
-  std::array<int64_t, 2> dilation{1, 1};  // max pooling only
-  bool ceil_mode = false;
-  bool count_include_pad = true;            // average pooling only
-  std::optional<int64_t> divisor_override;  // average pooling only
-};
+// ferry::Pool2dParams (ferry/device/compute_kernels.h): kernel, stride, padding, dilation (max
+// pooling only), ceil_mode, count_include_pad and divisor_override (average pooling only).
+using ::ferry::Pool2dParams;
 // Output size of one spatial dim as PyTorch computes it (ceil_mode: the last window must start
 // inside the input or its left padding).
 int64_t pool_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation,

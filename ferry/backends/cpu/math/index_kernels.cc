@@ -114,8 +114,13 @@ void index_add(const Tensor& self, const Tensor& index, const Tensor& source,
           T* to = d + rows[i] * ds0;
           const T* from = s + static_cast<int64_t>(i) * ss0;
           for (int64_t j = begin; j < end; ++j) {
-            to[j * ds1] =
-                static_cast<T>(static_cast<float>(to[j * ds1]) + static_cast<float>(from[j * ss1]));
+            if constexpr (std::is_arithmetic_v<T>) {
+              // float64 and the integers add in their own type (float would round them).
+              to[j * ds1] = static_cast<T>(to[j * ds1] + from[j * ss1]);
+            } else {
+              to[j * ds1] = static_cast<T>(static_cast<float>(to[j * ds1]) +
+                                           static_cast<float>(from[j * ss1]));
+            }
           }
         }
       });
