@@ -123,8 +123,9 @@ int run_load_bench(const LoadBenchOptions& o) {
   const std::string path = dir + "/ferry-bench-load-" + std::to_string(::getpid()) + ".safetensors";
   std::printf("ferry bench-load: CPU %s (lscpu), %u hardware threads; median of %d runs; %s\n",
               cpu_model_name().c_str(), std::thread::hardware_concurrency(), repeat,
-              o.quick ? "--quick: a smoke test, figures are not meaningful" : "a quiet machine "
-                                                                              "is assumed");
+              o.quick ? "--quick: a smoke test, figures are not meaningful"
+                      : "a quiet machine "
+                        "is assumed");
 
   // The file: mib / 4 tensors of 4 MiB.
   {
@@ -147,8 +148,8 @@ int run_load_bench(const LoadBenchOptions& o) {
   const auto n = static_cast<size_t>(bytes);
   std::vector<char> a(n, 1), b(n, 2);
   const std::function<void()> memcpy_once = [&] { std::memcpy(b.data(), a.data(), n); };
-  std::printf("%-34s %9s %7s   %-28s %9s %6s   %s\n", "load", "ms", "GB/s", "baseline",
-              "base ms", "ratio", "target");
+  std::printf("%-34s %9s %7s   %-28s %9s %6s   %s\n", "load", "ms", "GB/s", "baseline", "base ms",
+              "ratio", "target");
   const bool direct = direct_supported(path);
   std::vector<std::pair<std::string, st::LoadOptions>> host_cases = {
       {"pinned, buffered reads", {.host_memory = st::HostMemory::kPinned}},
@@ -156,13 +157,13 @@ int run_load_bench(const LoadBenchOptions& o) {
       {"mapped (zero-copy, untouched)", {}},
   };
   if (direct) {
-    host_cases.insert(host_cases.begin() + 1,
-                      {"pinned, O_DIRECT reads",
-                       {.host_memory = st::HostMemory::kPinned, .read_mode = st::ReadMode::kDirect}});
+    host_cases.insert(host_cases.begin() + 1, {"pinned, O_DIRECT reads",
+                                               {.host_memory = st::HostMemory::kPinned,
+                                                .read_mode = st::ReadMode::kDirect}});
   }
   for (const auto& [name, options] : host_cases) {
-    const auto [ms, base] = interleaved([&, opt = options] { (void)st::load(path, opt); },
-                                        memcpy_once, repeat);
+    const auto [ms, base] =
+        interleaved([&, opt = options] { (void)st::load(path, opt); }, memcpy_once, repeat);
     print_row({name, ms, bytes, "memcpy of the same bytes", base, base / ms,
                name == "pinned, buffered reads" ? ">= 0.8" : ""});
   }
@@ -174,7 +175,8 @@ int run_load_bench(const LoadBenchOptions& o) {
   sim::configure(linked);
   {
     const Device dev("sim:0");
-    const Tensor pinned = empty({static_cast<int64_t>(n)}, TensorOptions(kUInt8).pinned_memory(true));
+    const Tensor pinned =
+        empty({static_cast<int64_t>(n)}, TensorOptions(kUInt8).pinned_memory(true));
     std::memset(pinned.data_ptr(), 3, n);
     Tensor target = empty({static_cast<int64_t>(n)}, TensorOptions(kUInt8).device(dev));
     const Stream stream = current_stream(dev);
@@ -183,14 +185,13 @@ int run_load_bench(const LoadBenchOptions& o) {
       stream.synchronize();
     };
     const double nominal = bytes / 25e9 * 1e3;
-    for (const auto& [name, options] :
-         std::vector<std::pair<std::string, st::LoadOptions>>{
+    for (const auto& [name, options] : std::vector<std::pair<std::string, st::LoadOptions>>{
              {"sim:0 @ 25 GB/s, staged", {.device = dev}},
              {"sim:0 @ 25 GB/s, staged, 4 x 64 MiB", {.device = dev, .chunk_bytes = 64 << 20}}}) {
-      const auto [ms, base] = interleaved([&, opt = options] { (void)st::load(path, opt); },
-                                          link_copy, repeat);
-      print_row({name, ms, bytes, "modelled link (bytes/25 GB/s)", nominal, nominal / ms,
-                 ">= 0.9"});
+      const auto [ms, base] =
+          interleaved([&, opt = options] { (void)st::load(path, opt); }, link_copy, repeat);
+      print_row(
+          {name, ms, bytes, "modelled link (bytes/25 GB/s)", nominal, nominal / ms, ">= 0.9"});
       print_row({"  (same run)", ms, bytes, "measured pinned h2d copy", base, base / ms, ""});
     }
   }
@@ -207,8 +208,8 @@ int run_load_bench(const LoadBenchOptions& o) {
       if (direct) {
         drop_from_page_cache(path);
         directs.push_back(ms_of([&] {
-          (void)st::load(path, {.host_memory = st::HostMemory::kPinned,
-                                .read_mode = st::ReadMode::kDirect});
+          (void)st::load(
+              path, {.host_memory = st::HostMemory::kPinned, .read_mode = st::ReadMode::kDirect});
         }));
       }
     }

@@ -15,11 +15,11 @@
 namespace ferry::bench {
 
 struct LoadBenchOptions {
-  int repeat = 7;          // timed runs per case (median)
-  bool quick = false;      // a small file and few runs: a smoke test
-  std::string dir;         // where the test file goes (default: $TMPDIR or /tmp)
+  int repeat = 7;           // timed runs per case (median)
+  bool quick = false;       // a small file and few runs: a smoke test
+  std::string dir;          // where the test file goes (default: $TMPDIR or /tmp)
   int64_t file_mib = 1024;  // the file's size (quick: 64)
-  bool cold = true;        // also time cold-cache loads (drops the file's pages)
+  bool cold = true;         // also time cold-cache loads (drops the file's pages)
 };
 
 int run_load_bench(const LoadBenchOptions& options);

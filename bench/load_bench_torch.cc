@@ -29,8 +29,8 @@ std::shared_ptr<torch::nn::Module> torch_module(const std::vector<TensorShape>& 
     }
     const std::string leaf = s.name.substr(start);
     if (s.buffer) {
-      m->register_buffer(leaf, s.dtype == kInt64 ? torch::zeros(s.shape, torch::kInt64)
-                                                 : torch::randn(s.shape));
+      m->register_buffer(
+          leaf, s.dtype == kInt64 ? torch::zeros(s.shape, torch::kInt64) : torch::randn(s.shape));
     } else {
       m->register_parameter(leaf, torch::randn(s.shape));
     }

@@ -6,11 +6,14 @@
 // load_state_dict, when built with PyTorch.
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <functional>
+#include <string>
 
 #include "bench/load_bench.h"
 #include "ferry/autograd/grad_mode.h"
 #include "ferry/backends/sim/sim.h"
+#include "ferry/device/stream.h"
 #include "ferry/nn/transfer.h"
 #include "ferry/ops/factories.h"
 
@@ -31,6 +34,15 @@ struct Population {
   int64_t small = 0;  // packed by the planned transfer
 };
 
+// "FERRY_SIM_BANDWIDTH=25G ..." for the table's title.
+std::string sim_settings() {
+  std::string out;
+  for (const auto& [key, value] : sim::config().settings()) {
+    out += (out.empty() ? "" : " ") + key + "=" + value;
+  }
+  return out;
+}
+
 Population population(const nn::Module& m) {
   Population p;
   const nn::TransferOptions defaults;
@@ -50,7 +62,7 @@ void run_module_bench(int repeat, bool quick) {
   const int runs = quick ? std::min(repeat, 3) : repeat;
   const Device dev("sim:0");
   std::printf("module.to(sim:0): pageable host tensors, blocking; sim: %s; median of %d runs\n",
-              sim::config().settings().c_str(), runs);
+              sim_settings().c_str(), runs);
   std::printf("%-10s %7s %8s %9s %13s %6s %13s %15s %13s\n", "model", "tensors", "MiB", "to ms",
               "contig. ms", "ratio", "us/tensor", "naive loop ms", "non-blk call");
   struct Model {
@@ -90,9 +102,10 @@ void run_module_bench(int repeat, bool quick) {
                 flat_ms, to_ms / flat_ms, (to_ms - flat_ms) * 1e3 / static_cast<double>(p.tensors),
                 median_of(t_naive), median_of(t_call));
   }
-  std::printf("ratio = to ms / contiguous ms (target <= 1.1); us/tensor = (to - contiguous) / "
-              "tensors; naive loop = one blocking Tensor::to per tensor; non-blk call = time for "
-              "to(sim:0, non_blocking=true) to return\n\n");
+  std::printf(
+      "ratio = to ms / contiguous ms (target <= 1.1); us/tensor = (to - contiguous) / "
+      "tensors; naive loop = one blocking Tensor::to per tensor; non-blk call = time for "
+      "to(sim:0, non_blocking=true) to return\n\n");
 
   std::printf("On the CPU (ms, median of %d)%s\n", runs,
 #if defined(FERRY_HAVE_TORCH)

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ferry needs to build and test, skipping those already present: the
-# C++ toolchain and libraries, DLPack's header, and Debian's Python 3 with pybind11, numpy, pytest
-# and matplotlib (for `import ferry`, its tests and `ferry bench --plot`).
+# C++ toolchain and libraries, DLPack's header, nlohmann-json (the tests' safetensors reader), and
+# Debian's Python 3 with pybind11, numpy, pytest and matplotlib (for `import ferry`, its tests and
+# `ferry bench --plot`).
 # Usage: scripts/install-deps.sh [--torch]
 #   --torch adds PyTorch: libtorch-dev (the C++ benchmarks' comparison) and python3-torch (the
-#   pytest round-trips with torch and bench/python_overhead.py). CI passes it; without it the
-#   torch tests skip.
+#   operator comparison with PyTorch in tests/reference, the pytest round-trips with torch and
+#   bench/python_overhead.py). CI passes it; without it those tests skip, saying why.
 set -euo pipefail
 
 # libdnnl-dev's CMake config looks for OpenCL (Debian builds oneDNN with its OpenCL GPU runtime)

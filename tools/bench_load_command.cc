@@ -21,7 +21,8 @@ FERRY_REGISTER_COMMAND(
       sub.add_option("--repeat", options->repeat, "Timed runs per case (median; >= 1)")
           ->capture_default_str();
       sub.add_flag("--quick", options->quick, "A 64 MiB file and 3 runs: a smoke test");
-      sub.add_option("--dir", options->dir, "Directory for the test file (default $TMPDIR or /tmp)");
+      sub.add_option("--dir", options->dir,
+                     "Directory for the test file (default $TMPDIR or /tmp)");
       sub.add_option("--size-mib", options->file_mib, "The test file's size in MiB")
           ->capture_default_str();
       auto no_cold = std::make_shared<bool>(false);

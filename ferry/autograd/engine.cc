@@ -184,7 +184,7 @@ void accumulate_input(InputBuffer& buffer, uint32_t pos, Tensor grad,
 }
 
 // Checks a node's outputs against the metadata its next edges expect: count, shape (a
-// broadcast gradient is summed down), dtype (cast), device (must match).
+// broadcast gradient is summed down), dtype (cast), device (must match, but for 0-d CPU inputs).
 void validate_outputs(const Node& fn, variable_list& grads) {
   FERRY_CHECK(grads.size() == fn.num_outputs(), "function ", fn.name(),
               " returned an incorrect number of gradients (expected ", fn.num_outputs(), ", got ",
@@ -205,6 +205,9 @@ void validate_outputs(const Node& fn, variable_list& grads) {
                      " but expected shape compatible with ", IntArrayRef(meta.shape));
       g = sum_to(g, meta.shape);
     }
+    // A 0-d CPU tensor may join a device operation as a number; its gradient, reduced on the
+    // device, goes back to the CPU (a blocking copy on the node's stream), as in PyTorch.
+    if (g.device() != meta.device && g.dim() == 0 && meta.device.is_cpu()) g = g.to(meta.device);
     FERRY_CHECK_AS(DeviceError, g.device() == meta.device, "function ", fn.name(),
                    " returned an invalid gradient at index ", i, " - expected device ", meta.device,
                    " but got ", g.device());

@@ -74,7 +74,9 @@ edge_list collect_next_edges(const variable_list& inputs) {
 }
 
 void set_history(const Tensor& output, const IntrusivePtr<Node>& node) {
-  if (!output.defined()) {
+  // Integer and bool results are not differentiable (they cannot require grad, as leaves
+  // cannot): their slot stays undefined, as PyTorch leaves to(int64) and argmax out of graphs.
+  if (!output.defined() || !(output.is_floating_point() || output.is_complex())) {
     node->add_undefined_input();
     return;
   }

@@ -277,7 +277,7 @@ class PinnedAllocator final : public Allocator {
 
   std::mutex mutex_;
   std::array<std::vector<PinnedBlock*>, kNumClasses> free_;
-  std::multimap<size_t, PinnedBlock*> large_free_;  // cached large blocks, by size
+  std::multimap<size_t, PinnedBlock*> large_free_;        // cached large blocks, by size
   std::unordered_map<const void*, PinnedBlock*> blocks_;  // every block held, by address
   std::vector<Pending> pending_;
   PinnedStats stats_;

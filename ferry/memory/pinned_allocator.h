@@ -17,9 +17,9 @@
 namespace ferry::memory {
 
 struct PinnedStats {
-  Stat allocation;             // blocks handed out
-  Stat allocated_bytes;        // their (size-class or page-rounded) bytes
-  Stat requested_bytes;        // the bytes asked for
+  Stat allocation;       // blocks handed out
+  Stat allocated_bytes;  // their (size-class or page-rounded) bytes
+  Stat requested_bytes;  // the bytes asked for
   // Of those, the large blocks (requests of at least kPinnedLargeRequest): exact, page-rounded
   // sizes rather than powers of two, so large_allocated_bytes - large_requested_bytes stays below
   // a page per block plus the reuse slack (see pinned_size_class).

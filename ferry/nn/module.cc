@@ -79,8 +79,8 @@ const std::string& Module::name() const {
 
 void Module::check_new_name(const std::string& key, const char* what) const {
   FERRY_CHECK(!key.empty(), what, " name must not be empty");
-  FERRY_CHECK(key.find('.') == std::string::npos, what, " name must not contain a dot (got \"",
-              key, "\")");
+  FERRY_CHECK(key.find('.') == std::string::npos, what, " name must not contain a dot (got \"", key,
+              "\")");
   const char* taken = parameters_.contains(key) ? "a parameter"
                       : buffers_.contains(key)  ? "a buffer"
                       : children_.contains(key) ? "a submodule"
@@ -128,7 +128,8 @@ bool Module::is_persistent_buffer(const std::string& name) const {
   return buffers_.contains(name) && non_persistent_.count(name) == 0;
 }
 
-// ---- accessors -----------------------------------------------------------------------------------
+// ---- accessors
+// -----------------------------------------------------------------------------------
 
 OrderedDict<std::string, Tensor> Module::named_parameters(bool recurse) const {
   OrderedDict<std::string, Tensor> out;
@@ -244,7 +245,8 @@ std::vector<Module::Entry> Module::entries() const {
   return out;
 }
 
-// ---- moves ----------------------------------------------------------------------------------------
+// ---- moves
+// ----------------------------------------------------------------------------------------
 
 void Module::move(std::optional<Device> device, std::optional<ScalarType> dtype, bool non_blocking,
                   const std::function<bool(const Tensor&)>& no_copy) {
@@ -287,7 +289,8 @@ void Module::to_empty(Device device) {
   move(device, std::nullopt, false, [](const Tensor&) { return true; });
 }
 
-// ---- modes and gradients -------------------------------------------------------------------------
+// ---- modes and gradients
+// -------------------------------------------------------------------------
 
 void Module::train(bool on) {
   is_training_ = on;
@@ -312,7 +315,8 @@ void Module::zero_grad(bool set_to_none) {
   }
 }
 
-// ---- printing ------------------------------------------------------------------------------------
+// ---- printing
+// ------------------------------------------------------------------------------------
 
 void Module::pretty_print(std::ostream& stream) const {
   std::vector<std::string> extra_lines;

@@ -22,18 +22,17 @@ class ModuleHolder {
   using ContainedType = Contained;
 
   // Builds Contained() (only for default-constructible modules).
-  ModuleHolder()
-    requires std::is_default_constructible_v<Contained>
+  ModuleHolder() requires std::is_default_constructible_v<Contained>
       : impl_(std::make_shared<Contained>()) {}
   // An empty holder, to be assigned later.
   ModuleHolder(std::nullptr_t) {}  // NOLINT(google-explicit-constructor)
   // Forwards the arguments to Contained's constructor.
   template <typename Head, typename... Tail>
-    requires(!std::is_same_v<std::decay_t<Head>, ModuleHolder> &&
-             !std::is_same_v<std::decay_t<Head>, std::nullptr_t> &&
-             !std::is_convertible_v<Head, std::shared_ptr<Contained>> &&
-             std::is_constructible_v<Contained, Head, Tail...>)
-  explicit ModuleHolder(Head&& head, Tail&&... tail)
+  requires(!std::is_same_v<std::decay_t<Head>, ModuleHolder> &&
+           !std::is_same_v<std::decay_t<Head>, std::nullptr_t> &&
+           !std::is_convertible_v<Head, std::shared_ptr<Contained>> &&
+           std::is_constructible_v<Contained, Head, Tail...>) explicit ModuleHolder(Head&& head,
+                                                                                    Tail&&... tail)
       : impl_(std::make_shared<Contained>(std::forward<Head>(head), std::forward<Tail>(tail)...)) {}
   // Adopts an existing module.
   ModuleHolder(std::shared_ptr<Contained> module)  // NOLINT(google-explicit-constructor)
@@ -72,8 +71,9 @@ class ModuleHolder {
 
  private:
   void check() const {
-    FERRY_CHECK(impl_ != nullptr, "Accessing empty ModuleHolder (a holder built from nullptr and "
-                                  "not assigned a module)");
+    FERRY_CHECK(impl_ != nullptr,
+                "Accessing empty ModuleHolder (a holder built from nullptr and "
+                "not assigned a module)");
   }
 
   std::shared_ptr<Contained> impl_;

@@ -37,9 +37,9 @@ std::string quoted_list(const std::vector<std::string>& keys) {
 
 // The keys of `own` and `theirs` (name -> shape) compared as PyTorch's load_state_dict does;
 // raises its message when anything is wrong.
-LoadStateDictResult check_keys(const std::string& module_name, const TensorDict& own,
-                               const std::vector<std::pair<std::string, std::vector<int64_t>>>& theirs,
-                               bool strict) {
+LoadStateDictResult check_keys(
+    const std::string& module_name, const TensorDict& own,
+    const std::vector<std::pair<std::string, std::vector<int64_t>>>& theirs, bool strict) {
   LoadStateDictResult result;
   std::vector<std::string> errors;
   std::unordered_set<std::string> their_names;
@@ -61,8 +61,8 @@ LoadStateDictResult check_keys(const std::string& module_name, const TensorDict&
   }
   if (strict) {
     if (!result.unexpected_keys.empty()) {
-      errors.insert(errors.begin(),
-                    "Unexpected key(s) in state_dict: " + quoted_list(result.unexpected_keys) + ". ");
+      errors.insert(errors.begin(), "Unexpected key(s) in state_dict: " +
+                                        quoted_list(result.unexpected_keys) + ". ");
     }
     if (!result.missing_keys.empty()) {
       errors.insert(errors.begin(),
@@ -106,8 +106,8 @@ LoadStateDictResult Module::load_state_dict(const TensorDict& state_dict, bool s
   theirs.reserve(state_dict.size());
   for (const auto& item : state_dict) {
     FERRY_CHECK(item.value().defined(), "load_state_dict: entry '", item.key(), "' is undefined");
-    theirs.emplace_back(item.key(), std::vector<int64_t>(item.value().sizes().begin(),
-                                                         item.value().sizes().end()));
+    theirs.emplace_back(
+        item.key(), std::vector<int64_t>(item.value().sizes().begin(), item.value().sizes().end()));
   }
   LoadStateDictResult result = check_keys(name(), own, theirs, strict);
   std::vector<CopyPair> pairs;
@@ -121,8 +121,8 @@ LoadStateDictResult Module::load_state_dict(const TensorDict& state_dict, bool s
   return result;
 }
 
-LoadStateDictResult Module::load(const std::string& path, std::optional<Device> device,
-                                 bool strict, safetensors::LoadOptions options) {
+LoadStateDictResult Module::load(const std::string& path, std::optional<Device> device, bool strict,
+                                 safetensors::LoadOptions options) {
   autograd::NoGradGuard no_grad;
   using safetensors::TensorInfo;
   const safetensors::detail::File file(path, options.read_mode == safetensors::ReadMode::kDirect);

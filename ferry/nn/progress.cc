@@ -33,9 +33,9 @@ double Progress::eta_seconds() const {
 
 std::string format_progress(const std::string& label, const Progress& p, int bar_width) {
   const double fraction =
-      p.bytes_total == 0 ? 1.0
-                         : std::min(1.0, static_cast<double>(p.bytes_done) /
-                                             static_cast<double>(p.bytes_total));
+      p.bytes_total == 0
+          ? 1.0
+          : std::min(1.0, static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total));
   const int filled = static_cast<int>(std::floor(fraction * bar_width));
   std::string bar(static_cast<size_t>(filled), '#');
   bar.append(static_cast<size_t>(bar_width - filled), ' ');
@@ -55,9 +55,9 @@ ProgressReporter::ProgressReporter(std::string label, uint64_t total, ProgressCa
                                    ProgressBar bar, std::FILE* out, bool is_terminal)
     : label_(std::move(label)), callback_(std::move(callback)), out_(out) {
   progress_.bytes_total = total;
-  draw_ = out_ != nullptr && is_terminal &&
-          (bar == ProgressBar::kAlways ||
-           (bar == ProgressBar::kAuto && total > kProgressBarMinBytes));
+  draw_ =
+      out_ != nullptr && is_terminal &&
+      (bar == ProgressBar::kAlways || (bar == ProgressBar::kAuto && total > kProgressBarMinBytes));
   start_ = last_draw_ = std::chrono::steady_clock::now();
 }
 

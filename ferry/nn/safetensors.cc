@@ -106,8 +106,7 @@ void save(const std::string& path, const TensorDict& tensors, const Metadata& me
 
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  FERRY_CHECK(fd >= 0, "safetensors: save: cannot create ", temporary, ": ",
-              std::strerror(errno));
+  FERRY_CHECK(fd >= 0, "safetensors: save: cannot create ", temporary, ": ", std::strerror(errno));
   bool open = true;
   try {
     autograd::NoGradGuard no_grad;
@@ -117,8 +116,8 @@ void save(const std::string& path, const TensorDict& tensors, const Metadata& me
       if (h.nbytes() > 0) write_all(fd, h.data_ptr(), h.nbytes(), temporary);
     }
     open = false;
-    FERRY_CHECK(::close(fd) == 0, "safetensors: save: ", temporary, ": close failed: ",
-                std::strerror(errno));
+    FERRY_CHECK(::close(fd) == 0, "safetensors: save: ", temporary,
+                ": close failed: ", std::strerror(errno));
   } catch (...) {
     if (open) ::close(fd);
     ::unlink(temporary.c_str());

@@ -47,7 +47,9 @@ struct Progress {
   uint64_t bytes_done = 0;
   uint64_t bytes_total = 0;
   double seconds = 0;  // since the load started
-  double gb_per_s() const { return seconds > 0 ? static_cast<double>(bytes_done) / seconds / 1e9 : 0; }
+  double gb_per_s() const {
+    return seconds > 0 ? static_cast<double>(bytes_done) / seconds / 1e9 : 0;
+  }
   // Estimated seconds left at the rate so far (0 when done or unknown).
   double eta_seconds() const;
 };

@@ -118,8 +118,8 @@ TensorInfo parse_tensor(const std::string& name, const json& v, std::string_view
   const auto fail = [&](const auto&... parts) {
     FERRY_FAIL_AS(Error, "safetensors: ", source, ": tensor '", name, "': ", parts...);
   };
-  if (!v.is_object()) fail("expected an object with dtype, shape and data_offsets, but got ",
-                           json_kind(v));
+  if (!v.is_object())
+    fail("expected an object with dtype, shape and data_offsets, but got ", json_kind(v));
   TensorInfo t;
   t.name = name;
   const auto dtype = v.find("dtype");
@@ -127,8 +127,9 @@ TensorInfo parse_tensor(const std::string& name, const json& v, std::string_view
   if (!dtype->is_string()) fail("expected \"dtype\" to be a string, but got ", json_kind(*dtype));
   const std::string& dname = dtype->get_ref<const std::string&>();
   const std::optional<ScalarType> type = dtype_from_code(dname);
-  if (!type) fail("dtype ", json(dname).dump(), " is not supported (expected one of ",
-                  supported_names(), ")");
+  if (!type)
+    fail("dtype ", json(dname).dump(), " is not supported (expected one of ", supported_names(),
+         ")");
   t.dtype = *type;
 
   const auto shape = v.find("shape");
@@ -277,7 +278,8 @@ Header parse_header(std::string_view text, uint64_t file_size, std::string_view 
                   ": expected __metadata__ to be an object of strings, but it is ", json_kind(v));
       for (const auto& [key, value] : v.items()) {
         FERRY_CHECK(value.is_string(), "safetensors: ", source, ": __metadata__ entry ",
-                    json(key).dump(), " is ", json_kind(value), ", but metadata values must be "
+                    json(key).dump(), " is ", json_kind(value),
+                    ", but metadata values must be "
                     "strings");
         header.metadata.emplace(key, value.get<std::string>());
       }
@@ -296,11 +298,10 @@ Header parse_header(std::string_view text, uint64_t file_size, std::string_view 
   const TensorInfo* previous = nullptr;
   for (const TensorInfo& t : header.tensors) {
     if (t.begin != at) {
-      const std::string after = previous == nullptr
-                                    ? std::string("the data buffer starts at 0")
-                                    : "the previous tensor '" + previous->name + "' (" +
-                                          offsets_str(*previous) + ") ends at " +
-                                          std::to_string(at);
+      const std::string after = previous == nullptr ? std::string("the data buffer starts at 0")
+                                                    : "the previous tensor '" + previous->name +
+                                                          "' (" + offsets_str(*previous) +
+                                                          ") ends at " + std::to_string(at);
       FERRY_FAIL_AS(Error, "safetensors: ", source, ": tensor '", t.name, "': data_offsets ",
                     offsets_str(t), " begin at ", t.begin, ", but ", after, " (",
                     t.begin > at ? "a hole of " + std::to_string(t.begin - at) + " bytes"

@@ -92,10 +92,10 @@ void File::read_direct(void* dst, uint64_t offset, uint64_t len) const {
     read(dst, offset, len);
     return;
   }
-  FERRY_CHECK(offset % kDirectAlignment == 0 &&
-                  reinterpret_cast<uintptr_t>(dst) % kDirectAlignment == 0,
-              "safetensors: O_DIRECT read: expected an offset and a buffer aligned to ",
-              kDirectAlignment, " bytes, but got offset ", offset, " and buffer ", dst);
+  FERRY_CHECK(
+      offset % kDirectAlignment == 0 && reinterpret_cast<uintptr_t>(dst) % kDirectAlignment == 0,
+      "safetensors: O_DIRECT read: expected an offset and a buffer aligned to ", kDirectAlignment,
+      " bytes, but got offset ", offset, " and buffer ", dst);
   const uint64_t rounded = (len + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment;
   const uint64_t got = pread_all(direct_fd_, dst, offset, rounded, path_);
   FERRY_CHECK(got >= len, "safetensors: ", path_, ": the file ended at byte ", offset + got,

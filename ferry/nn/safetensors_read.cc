@@ -59,7 +59,8 @@ void check_target(const ReadTarget& t, const std::string& path) {
               " bytes");
 }
 
-void read_to_host(const File& file, const ReadTarget& t, uint64_t chunk, ProgressReporter& progress) {
+void read_to_host(const File& file, const ReadTarget& t, uint64_t chunk,
+                  ProgressReporter& progress) {
   const TensorInfo& info = *t.info;
   auto* dst = static_cast<char*>(t.dst.data_ptr());
   for (uint64_t off = 0; off < info.nbytes(); off += chunk) {
@@ -91,7 +92,8 @@ void stream_to_device(const File& file, const std::vector<const ReadTarget*>& ta
     const uint64_t run_begin = targets[i]->info->begin;
     size_t j = i;
     uint64_t run_end = run_begin;
-    while (j < targets.size() && targets[j]->info->begin == run_end) run_end = targets[j++]->info->end;
+    while (j < targets.size() && targets[j]->info->begin == run_end)
+      run_end = targets[j++]->info->end;
     if (run_end == run_begin) {  // zero-size tensors only
       i = j;
       continue;
@@ -104,8 +106,8 @@ void stream_to_device(const File& file, const std::vector<const ReadTarget*>& ta
       Slot& slot = slots[next_slot++ % slots.size()];
       if (slot.used) slot.done.synchronize();
       if (!slot.buffer.defined() || slot.buffer.nbytes() < buffer_bytes) {
-        slot.buffer = empty({static_cast<int64_t>(buffer_bytes)},
-                            TensorOptions(kUInt8).pinned_memory(true));
+        slot.buffer =
+            empty({static_cast<int64_t>(buffer_bytes)}, TensorOptions(kUInt8).pinned_memory(true));
       }
       file.read_direct(slot.buffer.data_ptr(), cs, ce - cs);
       // The chunk holds data bytes [cs - base, ce - base) (less any aligned-down head).
@@ -132,8 +134,8 @@ void stream_to_device(const File& file, const std::vector<const ReadTarget*>& ta
 }  // namespace
 
 Tensor byte_view(const Tensor& t, uint64_t offset, uint64_t nbytes) {
-  const auto start = static_cast<int64_t>(static_cast<uint64_t>(t.storage_offset()) * t.itemsize() +
-                                          offset);
+  const auto start =
+      static_cast<int64_t>(static_cast<uint64_t>(t.storage_offset()) * t.itemsize() + offset);
   return make_tensor(t.storage(), kUInt8, {static_cast<int64_t>(nbytes)}, {1}, start);
 }
 
@@ -211,7 +213,8 @@ TensorDict load_pinned(const File& file, const LoadOptions& options, ProgressRep
       out.insert(info.name, copied_out(base + at, info, true));
       continue;
     }
-    out.insert(info.name, over_storage(memory::pinned_view_storage(block, at, info.nbytes()), info));
+    out.insert(info.name,
+               over_storage(memory::pinned_view_storage(block, at, info.nbytes()), info));
   }
   return out;
 }

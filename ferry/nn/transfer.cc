@@ -37,8 +37,7 @@ void add_stream(std::vector<Stream>& streams, const Stream& s) {
 // One packed batch of pairs to `device`: bytes [0, total) of the staging buffer.
 void run_batch(const std::vector<const CopyPair*>& batch, const std::vector<size_t>& offsets,
                size_t total, Device device, TransferReport& report) {
-  Tensor staging =
-      empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8).pinned_memory(true));
+  Tensor staging = empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8).pinned_memory(true));
   for (size_t i = 0; i < batch.size(); ++i) {
     const Tensor& src = batch[i]->src;
     Tensor s = slot(staging, src.dtype(), src.sizes(), offsets[i]);

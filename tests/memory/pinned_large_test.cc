@@ -75,7 +75,9 @@ TEST_F(PinnedLargeTest, RecordedLargeBlocksWaitForTheirStreams) {
     first = h.data_ptr();
     EXPECT_TRUE(memory::pinned_record_event(h.storage(), copy_stream));
   }
-  { EXPECT_NE(pinned_bytes(2 * kMiB).data_ptr(), first) << "reused while a copy may read it"; }
+  // Held until the end, so that the only cached block of that size is the recorded one.
+  const Tensor other = pinned_bytes(2 * kMiB);
+  EXPECT_NE(other.data_ptr(), first) << "reused while a copy may read it";
   gate.open_and_wait();
   { EXPECT_EQ(pinned_bytes(2 * kMiB).data_ptr(), first); }
 }
@@ -106,7 +108,8 @@ TEST_F(PinnedLargeTest, ViewStoragesAreIndependentAndProtectTheBlock) {
   EXPECT_EQ(memory::pinned_stats().large_allocation.current, 1);
   inner = Storage();
   EXPECT_EQ(memory::pinned_stats().large_allocation.current, 0);
-  { EXPECT_NE(pinned_bytes(2 * kMiB).data_ptr(), block_address); }
+  const Tensor other = pinned_bytes(2 * kMiB);  // held: the recorded block is the only cached one
+  EXPECT_NE(other.data_ptr(), block_address);
   gate.open_and_wait();
   { EXPECT_EQ(pinned_bytes(2 * kMiB).data_ptr(), block_address); }
 }

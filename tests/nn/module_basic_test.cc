@@ -25,12 +25,12 @@ TEST(ModuleBasic, NamesAreDottedAndInRegistrationOrder) {
   Net net;
   EXPECT_THAT(net->named_parameters().keys(),
               ElementsAre("fc1.weight", "fc1.bias", "norm.weight", "norm.bias", "fc2.weight"));
-  EXPECT_THAT(net->named_buffers().keys(),
-              ElementsAre("norm.running_mean", "norm.running_var", "norm.num_batches_tracked",
-                          "norm.scratch"));
+  EXPECT_THAT(net->named_buffers().keys(), ElementsAre("norm.running_mean", "norm.running_var",
+                                                       "norm.num_batches_tracked", "norm.scratch"));
   EXPECT_THAT(net->named_children().keys(), ElementsAre("fc1", "norm", "fc2"));
   EXPECT_THAT(net->named_modules().keys(), ElementsAre("", "fc1", "norm", "fc2"));
-  EXPECT_THAT(net->named_modules("net").keys(), ElementsAre("net", "net.fc1", "net.norm", "net.fc2"));
+  EXPECT_THAT(net->named_modules("net").keys(),
+              ElementsAre("net", "net.fc1", "net.norm", "net.fc2"));
   EXPECT_THAT(net->named_modules("", false).keys(), ElementsAre("fc1", "norm", "fc2"));
   EXPECT_EQ(net->modules().size(), 4u);
   EXPECT_EQ(net->modules().front().get(), net.get());
@@ -91,9 +91,8 @@ TEST(ModuleBasic, SharedTensorsAndModulesAreVisitedOnce) {
   EXPECT_THAT(root->named_modules().keys(), ElementsAre("", "a", "b", "tied"));
   EXPECT_THAT(root->named_children().keys(), ElementsAre("a", "b", "tied"));
   // state_dict lists every name, as PyTorch's does.
-  EXPECT_THAT(root->state_dict().keys(),
-              ElementsAre("a.weight", "a.bias", "b.weight", "b.bias", "tied.weight",
-                          "again.weight", "again.bias"));
+  EXPECT_THAT(root->state_dict().keys(), ElementsAre("a.weight", "a.bias", "b.weight", "b.bias",
+                                                     "tied.weight", "again.weight", "again.bias"));
   int visits = 0;
   root->apply([&](nn::Module&) { ++visits; });
   EXPECT_EQ(visits, 4);
@@ -137,8 +136,9 @@ TEST(ModuleBasic, PrintsLikePyTorch) {
   std::ostringstream s;
   s << Net(net.ptr()) << "|" << *outer;
   EXPECT_THAT(s.str(), HasSubstr("Outer(\n  (inner): Net(\n    (fc1): LinearLike(in_features=4"));
-  EXPECT_THAT(s.str(), HasSubstr("    (fc2): LinearLike(in_features=8, out_features=3, bias=False)\n"
-                                 "  )\n  (empty): ReLU()\n)"));
+  EXPECT_THAT(s.str(),
+              HasSubstr("    (fc2): LinearLike(in_features=8, out_features=3, bias=False)\n"
+                        "  )\n  (empty): ReLU()\n)"));
   struct TwoLines : nn::Module {
     TwoLines() : Module("TwoLines") {}
     std::string extra_repr() const override { return "a=1\nb=2"; }

@@ -34,9 +34,9 @@ void expect_same_state(const nn::Module& a, const nn::Module& b, double tol = 0)
 TEST_F(ModuleStateTest, StateDictOrderAndContents) {
   Net net;
   const TensorDict sd = net->state_dict();
-  EXPECT_THAT(sd.keys(), ElementsAre("fc1.weight", "fc1.bias", "norm.weight", "norm.bias",
-                                     "norm.running_mean", "norm.running_var",
-                                     "norm.num_batches_tracked", "fc2.weight"));
+  EXPECT_THAT(sd.keys(),
+              ElementsAre("fc1.weight", "fc1.bias", "norm.weight", "norm.bias", "norm.running_mean",
+                          "norm.running_var", "norm.num_batches_tracked", "fc2.weight"));
   EXPECT_FALSE(sd["fc1.weight"].requires_grad());
   EXPECT_TRUE(sd["fc1.weight"].is_alias_of(net->fc1->weight));
   EXPECT_THAT(net->state_dict("model").keys().front(), "model.fc1.weight");
@@ -152,7 +152,8 @@ TEST_F(ModuleStateTest, LoadToADeviceUnderChaos) {
   safetensors::save(path, source->state_dict());
   for (bool non_blocking : {false, true}) {
     Net net;
-    safetensors::LoadOptions o{.staging_chunks = 2, .chunk_bytes = 4096, .non_blocking = non_blocking};
+    safetensors::LoadOptions o{
+        .staging_chunks = 2, .chunk_bytes = 4096, .non_blocking = non_blocking};
     net->load(path, kSim0, true, o);
     const Tensor x = randn({6, 4});
     EXPECT_ALL_CLOSE(net(x.to(kSim0)).cpu(), source(x), 1e-5, 1e-5);

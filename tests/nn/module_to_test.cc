@@ -104,8 +104,8 @@ TEST_F(ModuleToTest, SmallTensorsArePackedIntoOneCopy) {
   std::vector<Tensor> sources;
   for (int i = 0; i < 50; ++i) {
     Tensor src = randn({i % 5 + 1, 7});
-    if (i % 3 == 0) src = src.t();             // non-contiguous
-    if (i % 7 == 0) src = src._neg_view();     // a lazy bit
+    if (i % 3 == 0) src = src.t();          // non-contiguous
+    if (i % 7 == 0) src = src._neg_view();  // a lazy bit
     const ScalarType to = i % 2 == 0 ? kFloat32 : kFloat16;
     pairs.push_back({empty(src.sizes(), TensorOptions(to).device(kSim0)), src});
     sources.push_back(src);

@@ -11,10 +11,10 @@
 namespace ferry::testing {
 namespace {
 
-using ::testing::HasSubstr;
 using safetensors::Header;
 using safetensors::parse_file_image;
 using safetensors::TensorInfo;
+using ::testing::HasSubstr;
 
 TensorInfo info(std::string name, ScalarType dtype, std::vector<int64_t> shape, uint64_t begin,
                 uint64_t end) {
@@ -56,29 +56,42 @@ TEST(SafetensorsFormat, HeaderIsPaddedWithSpacesToAMultipleOfEight) {
 }
 
 TEST(SafetensorsFormat, WriterOrderIsAlignmentThenName) {
-  std::vector<TensorInfo> t = {info("b", kUInt8, {1}, 0, 0), info("a", kFloat32, {1}, 0, 0),
-                               info("z", kInt64, {1}, 0, 0), info("c", kFloat32, {1}, 0, 0),
+  std::vector<TensorInfo> t = {info("b", kUInt8, {1}, 0, 0),    info("a", kFloat32, {1}, 0, 0),
+                               info("z", kInt64, {1}, 0, 0),    info("c", kFloat32, {1}, 0, 0),
                                info("m", kBFloat16, {1}, 0, 0), info("y", kBool, {1}, 0, 0),
-                               info("x", kFloat64, {1}, 0, 0), info("h", kFloat16, {1}, 0, 0)};
+                               info("x", kFloat64, {1}, 0, 0),  info("h", kFloat16, {1}, 0, 0)};
   std::string names;
   for (size_t i : safetensors::writer_order(t)) names += t[i].name;
   EXPECT_EQ(names, "zxacmhby");
 }
 
 TEST(SafetensorsFormat, WriterRejectsReservedAndBadNames) {
-  EXPECT_THAT(error_of([] { (void)safetensors::build_header({info("__metadata__", kFloat32, {0}, 0, 0)}, {}); }),
+  EXPECT_THAT(error_of([] {
+                (void)safetensors::build_header({info("__metadata__", kFloat32, {0}, 0, 0)}, {});
+              }),
               HasSubstr("may not be named \"__metadata__\""));
-  EXPECT_THAT(error_of([] { (void)safetensors::build_header({info("a\xff", kFloat32, {0}, 0, 0)}, {}); }),
-              HasSubstr("a tensor name is not valid UTF-8"));
-  EXPECT_THAT(error_of([] { (void)safetensors::build_header({info("c", kComplex64, {0}, 0, 0)}, {}); }),
-              HasSubstr("has no safetensors name"));
+  EXPECT_THAT(
+      error_of([] { (void)safetensors::build_header({info("a\xff", kFloat32, {0}, 0, 0)}, {}); }),
+      HasSubstr("a tensor name is not valid UTF-8"));
+  EXPECT_THAT(
+      error_of([] { (void)safetensors::build_header({info("c", kComplex64, {0}, 0, 0)}, {}); }),
+      HasSubstr("has no safetensors name"));
 }
 
 TEST(SafetensorsFormat, DtypeCodes) {
-  for (auto [code, type] : std::vector<std::pair<std::string, ScalarType>>{
-           {"F64", kFloat64}, {"F32", kFloat32}, {"F16", kFloat16}, {"BF16", kBFloat16},
-           {"F8_E4M3", kFloat8_e4m3fn}, {"F8_E5M2", kFloat8_e5m2}, {"I64", kInt64},
-           {"I32", kInt32}, {"I16", kInt16}, {"I8", kInt8}, {"U8", kUInt8}, {"BOOL", kBool}}) {
+  for (auto [code, type] :
+       std::vector<std::pair<std::string, ScalarType>>{{"F64", kFloat64},
+                                                       {"F32", kFloat32},
+                                                       {"F16", kFloat16},
+                                                       {"BF16", kBFloat16},
+                                                       {"F8_E4M3", kFloat8_e4m3fn},
+                                                       {"F8_E5M2", kFloat8_e5m2},
+                                                       {"I64", kInt64},
+                                                       {"I32", kInt32},
+                                                       {"I16", kInt16},
+                                                       {"I8", kInt8},
+                                                       {"U8", kUInt8},
+                                                       {"BOOL", kBool}}) {
     EXPECT_EQ(safetensors::dtype_from_code(code), type) << code;
     EXPECT_EQ(safetensors::dtype_code(type), code);
   }
@@ -111,7 +124,8 @@ TEST(SafetensorsFormat, AcceptsEmptyHeadersAndNullMetadata) {
   EXPECT_TRUE(parse_file_image(file_image(R"({"__metadata__":null})")).metadata.empty());
   EXPECT_TRUE(parse_file_image(file_image(R"({"__metadata__":{}})")).metadata.empty());
   // Unknown fields of a tensor are ignored, as the reference reader ignores them.
-  EXPECT_EQ(parse_file_image(file_image(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":1}})", 1))
+  EXPECT_EQ(parse_file_image(
+                file_image(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":1}})", 1))
                 .tensors.size(),
             1u);
 }
@@ -142,8 +156,7 @@ TEST(SafetensorsFormat, RejectsHeadersThatAreNotJsonObjects) {
               HasSubstr("nests deeper than the format allows"));
   EXPECT_THAT(error_parsing(file_image(std::string(100000, '['))),
               HasSubstr("nests deeper than the format allows"));
-  EXPECT_THAT(error_parsing(file_image(R"({"a":{"shape":[[1]]}})")),
-              HasSubstr("nests deeper"));
+  EXPECT_THAT(error_parsing(file_image(R"({"a":{"shape":[[1]]}})")), HasSubstr("nests deeper"));
 }
 
 TEST(SafetensorsFormat, RejectsDuplicateKeys) {
@@ -170,7 +183,8 @@ TEST(SafetensorsFormat, RejectsBadTensorEntries) {
   };
   EXPECT_THAT(err("3"), HasSubstr("tensor 'w': expected an object with dtype, shape and "
                                   "data_offsets, but got number"));
-  EXPECT_THAT(err(R"({"shape":[1],"data_offsets":[0,4]})"), HasSubstr("tensor 'w': the entry has no \"dtype\""));
+  EXPECT_THAT(err(R"({"shape":[1],"data_offsets":[0,4]})"),
+              HasSubstr("tensor 'w': the entry has no \"dtype\""));
   EXPECT_THAT(err(R"({"dtype":"F32","data_offsets":[0,4]})"), HasSubstr("no \"shape\""));
   EXPECT_THAT(err(R"({"dtype":"F32","shape":[1]})"), HasSubstr("no \"data_offsets\""));
   EXPECT_THAT(err(R"({"dtype":7,"shape":[1],"data_offsets":[0,4]})"),
@@ -189,8 +203,9 @@ TEST(SafetensorsFormat, RejectsBadTensorEntries) {
               HasSubstr("to hold non-negative integers, but got [0,-4]"));
   EXPECT_THAT(err(R"({"dtype":"F32","shape":[1],"data_offsets":[4,0]})"),
               HasSubstr("tensor 'w': data_offsets [4, 0] end before they begin"));
-  EXPECT_THAT(err(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})"),
-              HasSubstr("tensor 'w': shape [2] of F32 needs 8 bytes, but data_offsets [0, 4] hold 4"));
+  EXPECT_THAT(
+      err(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})"),
+      HasSubstr("tensor 'w': shape [2] of F32 needs 8 bytes, but data_offsets [0, 4] hold 4"));
   EXPECT_THAT(err(R"({"dtype":"F32","shape":[9223372036854775808],"data_offsets":[0,4]})"),
               HasSubstr("overflows a 64-bit signed size"));
   EXPECT_THAT(err(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]})"),
@@ -203,9 +218,9 @@ TEST(SafetensorsFormat, RejectsBadTensorEntries) {
 
 TEST(SafetensorsFormat, RejectsOffsetsThatDoNotTileTheBuffer) {
   const auto e = [](const std::string& a, const std::string& b, uint64_t data) {
-    return error_parsing(file_image(R"({"a":{"dtype":"U8","shape":[)" + a + "}," +
-                                        R"("b":{"dtype":"U8","shape":[)" + b + "}}",
-                                    data));
+    return error_parsing(file_image(
+        R"({"a":{"dtype":"U8","shape":[)" + a + "}," + R"("b":{"dtype":"U8","shape":[)" + b + "}}",
+        data));
   };
   EXPECT_THAT(e(R"(4],"data_offsets":[0,4])", R"(4],"data_offsets":[6,10])", 10),
               HasSubstr("tensor 'b': data_offsets [6, 10] begin at 6, but the previous tensor 'a' "
@@ -221,8 +236,9 @@ TEST(SafetensorsFormat, RejectsOffsetsThatDoNotTileTheBuffer) {
                         "data_offsets [4, 8]), but the buffer holds 9 bytes"));
   EXPECT_THAT(e(R"(4],"data_offsets":[0,4])", R"(4],"data_offsets":[4,8])", 7),
               HasSubstr("but the buffer holds 7 bytes"));
-  EXPECT_THAT(error_parsing(file_image("{}", 3)),
-              HasSubstr("the tensors' data ends at byte 0 of the data buffer, but the buffer holds 3"));
+  EXPECT_THAT(
+      error_parsing(file_image("{}", 3)),
+      HasSubstr("the tensors' data ends at byte 0 of the data buffer, but the buffer holds 3"));
   // Two tensors on the same bytes (tied weights) are an overlap, as in the reference reader.
   EXPECT_THAT(e(R"(4],"data_offsets":[0,4])", R"(4],"data_offsets":[0,4])", 4),
               HasSubstr("an overlap of 4 bytes"));

@@ -25,7 +25,8 @@ std::string valid_image(std::mt19937_64& rng) {
   const int n = static_cast<int>(rng() % 5);
   for (int i = 0; i < n; ++i) {
     std::vector<int64_t> shape;
-    for (int r = static_cast<int>(rng() % 3); r > 0; --r) shape.push_back(static_cast<int64_t>(rng() % 4));
+    for (int r = static_cast<int>(rng() % 3); r > 0; --r)
+      shape.push_back(static_cast<int64_t>(rng() % 4));
     d.insert("t" + std::to_string(i), zeros(shape, dtypes[rng() % dtypes.size()]));
   }
   const std::string path = scratch_path("valid.safetensors");
@@ -46,7 +47,9 @@ std::string mutate(std::string image, std::mt19937_64& rng) {
       }
       break;
     case 2:  // a random header length
-      for (int i = 0; i < 8; ++i) image[static_cast<size_t>(i)] = static_cast<char>(i < static_cast<int>(rng() % 9) ? rng() : 0);
+      for (int i = 0; i < 8; ++i)
+        image[static_cast<size_t>(i)] =
+            static_cast<char>(i < static_cast<int>(rng() % 9) ? rng() : 0);
       break;
     case 3:  // extra or missing data bytes
       if (rng() % 2 == 0) {

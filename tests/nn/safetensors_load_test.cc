@@ -26,9 +26,9 @@ namespace {
 using ::testing::HasSubstr;
 namespace st = safetensors;
 
-const std::vector<ScalarType> kAllDtypes = {kFloat64, kFloat32,       kFloat16,     kBFloat16,
-                                            kFloat8_e4m3fn, kFloat8_e5m2, kInt64, kInt32,
-                                            kInt16,   kInt8,          kUInt8,       kBool};
+const std::vector<ScalarType> kAllDtypes = {kFloat64,       kFloat32,     kFloat16, kBFloat16,
+                                            kFloat8_e4m3fn, kFloat8_e5m2, kInt64,   kInt32,
+                                            kInt16,         kInt8,        kUInt8,   kBool};
 
 Tensor random_tensor(ScalarType dtype, std::vector<int64_t> shape) {
   if (dtype == kBool) return randint(0, 2, shape).to(kBool);
@@ -85,7 +85,8 @@ TEST_F(SafetensorsLoadTest, RoundTripsEveryDtypeThroughEveryPath) {
     SCOPED_TRACE(name);
     const st::LoadedTensors loaded = st::load(path, options);
     EXPECT_EQ(loaded.metadata.at("note"), "ünïcode");
-    for (const auto& item : loaded) EXPECT_EQ(item.value().device(), checked_device(options.device));
+    for (const auto& item : loaded)
+      EXPECT_EQ(item.value().device(), checked_device(options.device));
     expect_same(saved, loaded);
   }
   // The file order is the writer's: largest alignment first, then names.
@@ -224,12 +225,13 @@ TEST_F(SafetensorsLoadTest, DeviceLoadUnderChaosMatches) {
   sim::configure(c);
   SCOPED_TRACE(seed_trace());
   for (bool non_blocking : {false, true}) {
-    const st::LoadedTensors loaded =
-        st::load(path, {.device = kSim0, .staging_chunks = 2, .chunk_bytes = 8192,
-                        .non_blocking = non_blocking});
+    const st::LoadedTensors loaded = st::load(
+        path,
+        {.device = kSim0, .staging_chunks = 2, .chunk_bytes = 8192, .non_blocking = non_blocking});
     // Work queued on the current stream after the load sees the data.
     Tensor sums = empty({static_cast<int64_t>(d.size())}, TensorOptions(kFloat64).device(kSim0));
-    for (size_t i = 0; i < d.size(); ++i) sums[static_cast<int64_t>(i)] = loaded[i].value().sum().to(kFloat64);
+    for (size_t i = 0; i < d.size(); ++i)
+      sums[static_cast<int64_t>(i)] = loaded[i].value().sum().to(kFloat64);
     const std::vector<double> got = values_of(sums);
     for (size_t i = 0; i < d.size(); ++i) {
       EXPECT_NEAR(got[i], d[loaded[i].key()].sum().item<double>(), 1e-3) << loaded[i].key();
@@ -248,7 +250,8 @@ TEST_F(SafetensorsLoadTest, DirectReadsWhereTheFileSystemAllowsThem) {
   ::close(fd);
   for (const st::LoadOptions& o :
        {st::LoadOptions{.host_memory = st::HostMemory::kPinned, .read_mode = st::ReadMode::kDirect},
-        st::LoadOptions{.device = kSim0, .read_mode = st::ReadMode::kDirect, .chunk_bytes = 8192}}) {
+        st::LoadOptions{
+            .device = kSim0, .read_mode = st::ReadMode::kDirect, .chunk_bytes = 8192}}) {
     expect_same(d, st::load(path, o));
   }
 }
@@ -318,7 +321,8 @@ TEST_F(SafetensorsLoadTest, LoadErrorsNameTheFile) {
     EXPECT_THAT(error_of([&] { (void)st::load(path, o); }),
                 HasSubstr(path + ": the tensors' data ends at byte 8"));
   }
-  EXPECT_THAT(error_of([] { (void)st::load(scratch_dir()); }), HasSubstr("expected a regular file"));
+  EXPECT_THAT(error_of([] { (void)st::load(scratch_dir()); }),
+              HasSubstr("expected a regular file"));
 }
 
 }  // namespace

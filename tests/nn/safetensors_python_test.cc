@@ -118,8 +118,9 @@ class SafetensorsPythonTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::access(kPython, X_OK) != 0) {
-      GTEST_SKIP() << kPython << " is missing: the Python interoperability tests need Debian's "
-                                 "python3 (apt-get install python3)";
+      GTEST_SKIP() << kPython
+                   << " is missing: the Python interoperability tests need Debian's "
+                      "python3 (apt-get install python3)";
     }
   }
 };

@@ -41,7 +41,8 @@ inline std::string scratch_dir() {
 // A path in scratch_dir() unique to the running test and `name`.
 inline std::string scratch_path(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string test = info == nullptr ? "x" : std::string(info->test_suite_name()) + "." + info->name();
+  std::string test =
+      info == nullptr ? "x" : std::string(info->test_suite_name()) + "." + info->name();
   for (char& c : test) {
     if (c == '/') c = '_';
   }
