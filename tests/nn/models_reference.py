@@ -3,7 +3,8 @@
 # MultiheadAttention, and a BERT encoder written here with torch.nn following Hugging Face's
 # BertModel structure and names. Weights are random (batch-norm statistics too); each case is
 # saved as a safetensors file (written with struct and json) holding the weights under their
-# PyTorch names, plus "input.*"/"output.*" tensors (and "after.*": state after a train step).
+# PyTorch names, plus "input.*"/"output.*" tensors, "grad.*" (the parameters' gradients after
+# one train-mode step) and "after.*" (buffers after that step).
 # Usage: /usr/bin/python3 models_reference.py OUT_DIR [SEED]
 import json
 import math
@@ -57,9 +58,14 @@ def resnet_case(out_dir, name, size):
     model.eval()
     with torch.no_grad():
         tensors["output.eval"] = model(x)
-    model.train()
-    with torch.no_grad():
-        tensors["output.train"] = model(x)
+    model.train()  # one step: batch statistics, the running ones updated, gradients
+    out = model(x)
+    grad_output = torch.randn_like(out)
+    (out * grad_output).sum().backward()
+    tensors["output.train"] = out.detach()
+    tensors["input.grad_output"] = grad_output
+    for key, param in model.named_parameters():
+        tensors["grad." + key] = param.grad
     for key, value in model.state_dict().items():
         if "running" in key or "num_batches" in key:
             tensors["after." + key] = value
@@ -196,10 +202,15 @@ def bert_case(out_dir):
     tensors = {k: v.clone() for k, v in model.state_dict().items()}  # before any forward
     for mode in ("eval", "train"):
         model.train(mode == "train")
-        with torch.no_grad():
-            hidden, pooled = model(ids, mask, types)
-        tensors[f"output.{mode}.last_hidden_state"] = hidden
-        tensors[f"output.{mode}.pooler_output"] = pooled
+        hidden, pooled = model(ids, mask, types)
+        tensors[f"output.{mode}.last_hidden_state"] = hidden.detach()
+        tensors[f"output.{mode}.pooler_output"] = pooled.detach()
+    # Gradients of the train-mode outputs against random output gradients.
+    g_hidden, g_pooled = torch.randn_like(hidden), torch.randn_like(pooled)
+    ((hidden * g_hidden).sum() + (pooled * g_pooled).sum()).backward()
+    tensors["input.grad_hidden"], tensors["input.grad_pooled"] = g_hidden, g_pooled
+    for key, param in model.named_parameters():
+        tensors["grad." + key] = param.grad
     tensors.update({"input.input_ids": ids, "input.attention_mask": mask,
                     "input.token_type_ids": types})
     save(f"{out_dir}/bert.safetensors", tensors)

@@ -3,8 +3,9 @@
 // TransformerEncoderLayer and MultiheadAttention, and a Hugging-Face-shaped BERT with random
 // weights and saves weights, inputs and outputs as safetensors; ferry loads the weights by name
 // (strict) and must give the same outputs: float32 to rtol 1e-4, bfloat16 loosely, in eval and in
-// train mode (batch statistics, running-statistics update), on the CPU and on sim:0. Skipped with
-// a message when torch/torchvision are missing, unless FERRY_REQUIRE_TORCH=1 (CI), then failed.
+// train mode (batch statistics, running-statistics update, every parameter's gradient), on the CPU
+// and on sim:0. Skipped with a message when torch/torchvision are missing, unless
+// FERRY_REQUIRE_TORCH=1 (CI), then failed.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -64,12 +65,13 @@ TensorDict with_prefix(const TensorDict& all, const std::string& prefix) {
   }
   return out;
 }
-// The model's weights: every entry not under input./output./after.
+// The model's weights: every entry not under input./output./after./grad.
 TensorDict weights(const TensorDict& all) {
   TensorDict out;
   for (const auto& item : all) {
     const std::string& k = item.key();
-    if (k.rfind("input.", 0) != 0 && k.rfind("output.", 0) != 0 && k.rfind("after.", 0) != 0) {
+    if (k.rfind("input.", 0) != 0 && k.rfind("output.", 0) != 0 && k.rfind("after.", 0) != 0 &&
+        k.rfind("grad.", 0) != 0) {
       out.insert(k, *item);
     }
   }
@@ -99,15 +101,16 @@ class ModelsTorchTest : public ::testing::Test {
 // float32 closeness scaled to the reference's magnitude: |a - b| <= 1e-4 * |b| + 1e-4 * max|b|
 // (the absolute part covers entries near zero that are sums of large terms).
 // `what` (an output's name) prints the largest error seen; running statistics pass nullptr.
+// `floor` bounds the scale from below (for references that are rounding noise around 0).
 ::testing::AssertionResult close_f32(const Tensor& got, const Tensor& want,
-                                     const char* what = nullptr) {
+                                     const char* what = nullptr, double floor = 1e-3) {
   const Tensor w = want.to(kFloat64);
   const double scale = w.abs().amax().item<double>();
   const double worst = (got.cpu().to(kFloat64) - w).abs().amax().item<double>();
   if (what != nullptr) {
     std::printf("%s: float32 max |error| %.3g, max |reference| %.3g\n", what, worst, scale);
   }
-  return all_close(got.cpu().to(kFloat32), want, 1e-4, 1e-4 * std::max(scale, 1e-3));
+  return all_close(got.cpu().to(kFloat32), want, 1e-4, 1e-4 * std::max(scale, floor));
 }
 
 // bfloat16 (8 mantissa bits through a deep network): relative L2 error below `bound`.
@@ -120,7 +123,29 @@ class ModelsTorchTest : public ::testing::Test {
   return ::testing::AssertionFailure() << "relative L2 error " << err / norm << " > " << bound;
 }
 
-void check_resnet(const std::string& name, nn::models::ResNet net, Device device) {
+// Every parameter's .grad against PyTorch's ("grad.<name>"). Some gradients are exactly zero in
+// exact arithmetic (attention key biases: softmax ignores a shift shared by a row), so both
+// sides hold rounding noise: the scale is at least 1e-2.
+void expect_grads(nn::Module& net, const TensorDict& all) {
+  double worst = 0.0;
+  for (const auto& item : net.named_parameters()) {
+    SCOPED_TRACE(item.key());
+    const Tensor& want = all["grad." + item.key()];
+    ASSERT_TRUE(item->grad().defined());
+    EXPECT_TRUE(close_f32(item->grad(), want, nullptr, 1e-2));
+    const double scale = std::max(want.abs().amax().item<double>(), 1e-2);
+    const double err =
+        (item->grad().cpu().to(kFloat64) - want.to(kFloat64)).abs().amax().item<double>();
+    worst = std::max(worst, err / scale);
+  }
+  std::printf("gradients: largest max|error| / max|reference| %.3g\n", worst);
+}
+
+// check_grads: resnet50's float32 gradients at this size are ill-conditioned (PyTorch's own
+// float32 gradients differ from its float64 ones by up to ~30% of a tensor's largest entry, from
+// batch statistics over 2x2 maps), so only resnet18's are compared.
+void check_resnet(const std::string& name, nn::models::ResNet net, Device device,
+                  bool check_grads) {
   const safetensors::LoadedTensors all = file(name);
   net->load_state_dict(weights(all), /*strict=*/true);
   net->to(device);
@@ -131,11 +156,14 @@ void check_resnet(const std::string& name, nn::models::ResNet net, Device device
     EXPECT_TRUE(close_f32(net->forward(x), all["output.eval"], "logits (eval)"))
         << name << " eval on " << device;
   }
+  // One training step: batch statistics, then gradients from PyTorch's output gradient.
   net->train();
-  {
-    NoGradGuard no_grad;
-    EXPECT_TRUE(close_f32(net->forward(x), all["output.train"], "logits (train)"))
-        << name << " train on " << device;
+  const Tensor logits = net->forward(x);
+  EXPECT_TRUE(close_f32(logits, all["output.train"], "logits (train)"))
+      << name << " train on " << device;
+  if (check_grads) {
+    (logits * all["input.grad_output"].to(device)).sum().backward();
+    expect_grads(*net, all);
   }
   // One training forward updated the running statistics exactly as PyTorch's did.
   const TensorDict after = with_prefix(all, "after.");
@@ -152,19 +180,19 @@ void check_resnet(const std::string& name, nn::models::ResNet net, Device device
 }
 
 TEST_F(ModelsTorchTest, ResNet18MatchesTorchvisionOnCpu) {
-  check_resnet("resnet18", nn::models::resnet18(), Device("cpu"));
+  check_resnet("resnet18", nn::models::resnet18(), Device("cpu"), true);
 }
 
 TEST_F(ModelsTorchTest, ResNet50MatchesTorchvisionOnCpu) {
-  check_resnet("resnet50", nn::models::resnet50(), Device("cpu"));
+  check_resnet("resnet50", nn::models::resnet50(), Device("cpu"), false);
 }
 
 TEST_F(ModelsTorchTest, ResNet18MatchesTorchvisionOnSim) {
-  check_resnet("resnet18", nn::models::resnet18(), Device("sim:0"));
+  check_resnet("resnet18", nn::models::resnet18(), Device("sim:0"), true);
 }
 
 TEST_F(ModelsTorchTest, ResNet50MatchesTorchvisionOnSim) {
-  check_resnet("resnet50", nn::models::resnet50(), Device("sim:0"));
+  check_resnet("resnet50", nn::models::resnet50(), Device("sim:0"), false);
 }
 
 // Module::load by torchvision's names from a weights-only file (the documented example), then
@@ -206,14 +234,22 @@ void check_bert(Device device, ScalarType dtype) {
   const Tensor types = all["input.token_type_ids"].to(device);
   for (const char* mode : {"eval", "train"}) {
     SCOPED_TRACE(mode);
-    net->train(std::string(mode) == "train");
-    NoGradGuard no_grad;
+    const bool train = std::string(mode) == "train";
+    net->train(train);
+    // Gradients in float32 train mode only.
+    AutoGradMode grad_mode(train && dtype == kFloat32);
     const nn::models::BertOutput out = net->forward(ids, mask, types);
     const Tensor& want_hidden = all[std::string("output.") + mode + ".last_hidden_state"];
     const Tensor& want_pooled = all[std::string("output.") + mode + ".pooler_output"];
     if (dtype == kFloat32) {
       EXPECT_TRUE(close_f32(out.last_hidden_state, want_hidden, "last_hidden_state"));
       EXPECT_TRUE(close_f32(out.pooler_output, want_pooled, "pooler_output"));
+      if (train) {
+        ((out.last_hidden_state * all["input.grad_hidden"].to(device)).sum() +
+         (out.pooler_output * all["input.grad_pooled"].to(device)).sum())
+            .backward();
+        expect_grads(*net, all);
+      }
     } else {
       EXPECT_TRUE(close_bf16(out.last_hidden_state, want_hidden, 0.03));
       EXPECT_TRUE(close_bf16(out.pooler_output, want_pooled, 0.03));
