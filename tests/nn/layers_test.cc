@@ -201,6 +201,13 @@ TEST(SequentialTest, ChainsIndexesAndSlicesSharingModules) {
   EXPECT_EQ(seq.slice(-2, 100)->size(), 2u);
   EXPECT_EQ(seq.slice(0, 3, 2)->size(), 2u);
   EXPECT_EQ(nn::Sequential()->size(), 0u);
+  // A slice keeps the original's mode and leaves the shared modules' modes alone.
+  seq->eval();
+  seq[0]->train();
+  nn::Sequential evaluating = seq.slice(0, 2);
+  EXPECT_FALSE(evaluating->is_training());
+  EXPECT_TRUE(seq[0]->is_training());
+  EXPECT_FALSE(seq[1]->is_training());
 }
 
 TEST(ModuleListTest, HoldsAnyModules) {

@@ -49,7 +49,7 @@ std::shared_ptr<SequentialImpl> SequentialImpl::slice(int64_t start, int64_t end
   for (int64_t i = clamp(start); i < clamp(end); i += step) {
     out->push_back(names_[static_cast<size_t>(i)], modules_[static_cast<size_t>(i)]);
   }
-  out->train(is_training());
+  out->training_ = training_;
   return out;
 }
 

@@ -81,9 +81,17 @@ class SequentialImpl : public Module {
   std::shared_ptr<SequentialImpl> slice(int64_t start, int64_t end, int64_t step = 1) const;
   const std::vector<AnyModule>& items() const { return modules_; }
 
+  // A slice starts in its original's mode without changing the mode of the modules it shares.
+  void train(bool on = true) override {
+    training_ = on;
+    Module::train(on);
+  }
+  bool is_training() const override { return training_; }
+
  private:
   std::vector<AnyModule> modules_;
   std::vector<std::string> names_;
+  bool training_ = true;
 };
 
 class Sequential : public ModuleHolder<SequentialImpl> {
