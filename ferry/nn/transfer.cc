@@ -1,11 +1,13 @@
-// The planned transfer behind Module::to and load_state_dict. Small pageable host-to-device pairs
-// are grouped by destination device and packed: each source is copied (by the CPU copy engine,
-// which applies its layout and lazy bits) into a 64-byte aligned slot of one pinned staging
-// buffer, the buffer crosses with one copy_ into a device scratch buffer, and each destination
-// takes its slot with a device-side copy_ (a memcpy, or a conversion kernel when the dtypes
-// differ). The staging buffer carries the event of the copy that reads it (copy_'s pinned rule)
-// and the scratch buffer is freed on the stream that used it, so both may go as soon as the
-// copies are queued.
+// The planned transfer behind Module::to and load_state_dict. Pageable host-to-device pairs (the
+// small ones, or all with stage_large_tensors) are grouped by destination device and cut into
+// batches of at most max_batch_bytes; each batch gets one pinned staging buffer. Small pairs take
+// 64-byte aligned slots at its start: each source is copied there by the CPU copy engine (which
+// applies its layout and lazy bits), that region crosses with one copy_ into a device scratch
+// buffer, and each destination takes its slot with a device-side copy_ (a memcpy, or a conversion
+// kernel when the dtypes differ). Large pairs follow: each is staged into its slot and at once
+// copied from there into its destination, so staging the next one overlaps that copy. The staging
+// buffer carries the events of the copies that read it (copy_'s pinned rule) and the scratch buffer
+// is freed on the stream that used it, so both may go as soon as the copies are queued.
 #include "ferry/nn/transfer.h"
 
 #include <algorithm>
@@ -34,25 +36,51 @@ void add_stream(std::vector<Stream>& streams, const Stream& s) {
   if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
 }
 
-// One packed batch of pairs to `device`: bytes [0, total) of the staging buffer.
-void run_batch(const std::vector<const CopyPair*>& batch, const std::vector<size_t>& offsets,
-               size_t total, Device device, TransferReport& report) {
-  Tensor staging = empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8).pinned_memory(true));
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const Tensor& src = batch[i]->src;
+// One batch of staged pairs to `device`.
+void run_batch(const std::vector<const CopyPair*>& batch, Device device,
+               const TransferOptions& options, TransferReport& report) {
+  std::vector<const CopyPair*> order;  // the small pairs first, then the large ones
+  for (const CopyPair* p : batch) {
+    if (p->src.nbytes() <= options.small_tensor_bytes) order.push_back(p);
+  }
+  const size_t num_small = order.size();
+  for (const CopyPair* p : batch) {
+    if (p->src.nbytes() > options.small_tensor_bytes) order.push_back(p);
+  }
+  std::vector<size_t> offsets;
+  size_t total = 0, packed = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    offsets.push_back(total);
+    total += align_up(order[i]->src.nbytes());
+    if (i + 1 == num_small) packed = total;
+  }
+  const Tensor staging =
+      empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8).pinned_memory(true));
+  if (num_small > 0) {
+    for (size_t i = 0; i < num_small; ++i) {
+      const Tensor& src = order[i]->src;
+      slot(staging, src.dtype(), src.sizes(), offsets[i]).copy_(src);
+    }
+    Tensor scratch = empty({static_cast<int64_t>(packed)}, TensorOptions(kUInt8).device(device));
+    scratch.copy_(staging.narrow(0, 0, static_cast<int64_t>(packed)), /*non_blocking=*/true);
+    for (size_t i = 0; i < num_small; ++i) {
+      const Tensor& src = order[i]->src;
+      Tensor dst = order[i]->dst;
+      dst.copy_(slot(scratch, src.dtype(), src.sizes(), offsets[i]), /*non_blocking=*/true);
+    }
+    report.packed_tensors += static_cast<int64_t>(num_small);
+    report.packed_bytes += static_cast<int64_t>(packed);
+  }
+  for (size_t i = num_small; i < order.size(); ++i) {
+    const Tensor& src = order[i]->src;
     Tensor s = slot(staging, src.dtype(), src.sizes(), offsets[i]);
     s.copy_(src);
-  }
-  Tensor scratch = empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8).device(device));
-  scratch.copy_(staging, /*non_blocking=*/true);
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const Tensor& src = batch[i]->src;
-    Tensor dst = batch[i]->dst;
-    dst.copy_(slot(scratch, src.dtype(), src.sizes(), offsets[i]), /*non_blocking=*/true);
+    Tensor dst = order[i]->dst;
+    dst.copy_(s, /*non_blocking=*/true);
+    ++report.direct_copies;
   }
   ++report.batches;
-  report.packed_tensors += static_cast<int64_t>(batch.size());
-  report.packed_bytes += static_cast<int64_t>(total);
+  report.staged_tensors += static_cast<int64_t>(order.size());
 }
 
 }  // namespace
@@ -72,9 +100,10 @@ TransferReport batched_copy(const std::vector<CopyPair>& pairs, bool non_blockin
     if (to_device || from_device) {
       add_stream(host_streams, current_stream(to_device ? p.dst.device() : p.src.device()));
     }
-    const bool small = to_device && p.src.numel() > 0 &&
-                       p.src.nbytes() <= options.small_tensor_bytes && !p.src.is_pinned();
-    if (!small) {
+    const bool staged =
+        to_device && p.src.numel() > 0 && !p.src.is_pinned() &&
+        (options.stage_large_tensors || p.src.nbytes() <= options.small_tensor_bytes);
+    if (!staged) {
       Tensor dst = p.dst;
       dst.copy_(p.src, /*non_blocking=*/true);
       ++report.direct_copies;
@@ -87,21 +116,18 @@ TransferReport batched_copy(const std::vector<CopyPair>& pairs, bool non_blockin
   }
   for (const auto& [device, list] : groups) {
     std::vector<const CopyPair*> batch;
-    std::vector<size_t> offsets;
     size_t total = 0;
     for (const CopyPair* p : list) {
       const size_t bytes = align_up(p->src.nbytes());
       if (!batch.empty() && total + bytes > options.max_batch_bytes) {
-        run_batch(batch, offsets, total, device, report);
+        run_batch(batch, device, options, report);
         batch.clear();
-        offsets.clear();
         total = 0;
       }
       batch.push_back(p);
-      offsets.push_back(total);
       total += bytes;
     }
-    if (!batch.empty()) run_batch(batch, offsets, total, device, report);
+    if (!batch.empty()) run_batch(batch, device, options, report);
   }
   if (!non_blocking) {
     for (const Stream& s : host_streams) {

@@ -26,6 +26,33 @@ void check_can_cast(ScalarType from, ScalarType to, const char* op) {
                  " can't be cast to the desired output type ", dtype_name(to));
 }
 
+// PyTorch's alpha rules for add/sub: a bool alpha only for a bool result, and a non-floating
+// result takes no floating alpha.
+void check_alpha(ScalarType result, const Scalar& alpha, const char* op) {
+  FERRY_CHECK_AS(DTypeError, !alpha.is_bool() || result == kBool, op,
+                 ": Boolean alpha only supported for Boolean results; got a ", result, " result");
+  FERRY_CHECK_AS(
+      DTypeError,
+      is_floating_point(result) || is_complex(result) || alpha.is_bool() || alpha.is_integral(), op,
+      ": For integral input tensors, argument alpha must not be a floating point "
+      "number; got alpha ",
+      alpha);
+}
+
+// PyTorch refuses subtraction with bool operands (it would be xor or not, spelled oddly).
+void check_sub(ScalarType a, ScalarType b) {
+  FERRY_CHECK_AS(DTypeError, !(a == kBool && b == kBool),
+                 "sub: Subtraction, the `-` operator, with two bool tensors is not supported. Use "
+                 "the `^` or `logical_xor()` operator instead.");
+  FERRY_CHECK_AS(DTypeError, a != kBool && b != kBool,
+                 "sub: Subtraction, the `-` operator, with a bool tensor is not supported. If you "
+                 "are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+}
+// A Python-style number's dtype as PyTorch wraps it for the check above.
+ScalarType wrapped_type(const Scalar& s) {
+  return s.is_bool() ? kBool : s.is_integral() ? kInt64 : kFloat64;
+}
+
 bool is_cpu_number(const Tensor& t) { return t.dim() == 0 && t.is_cpu(); }
 
 // Builds the iterator (output `out`, undefined to allocate; inputs converted to `compute`) and
@@ -145,18 +172,26 @@ K gelu_kind(std::string_view approximate, const char* op) {
 // ---- kernels (registered at every backend key) ------------------------------------------------
 
 Tensor add_kernel(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  check_alpha(result_type(a, b), alpha, "add");
   return binary(K::Add, a, b, alpha);
 }
 Tensor add_scalar_kernel(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  check_alpha(result_type(a, b), alpha, "add");
   return binary_scalar(K::Add, a, b, alpha, false);
 }
 Tensor sub_kernel(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  check_sub(a.dtype(), b.dtype());
+  check_alpha(result_type(a, b), alpha, "sub");
   return binary(K::Sub, a, b, alpha);
 }
 Tensor sub_scalar_kernel(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  check_sub(a.dtype(), wrapped_type(b));
+  check_alpha(result_type(a, b), alpha, "sub");
   return binary_scalar(K::Sub, a, b, alpha, false);
 }
 Tensor rsub_kernel(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  check_sub(wrapped_type(b), a.dtype());
+  check_alpha(result_type(a, b), alpha, "rsub");
   // b - alpha * a
   if (alpha.to<double>() == 1.0) return binary_scalar(K::Sub, a, b, 1, true);
   return binary_scalar(K::Sub, binary_scalar(K::Mul, a, alpha, 1, false), b, 1, true);
@@ -174,15 +209,21 @@ Tensor rdiv_kernel(const Tensor& a, const Scalar& b) {
 }
 
 Tensor& add_inplace_kernel(Tensor& self, const Tensor& other, const Scalar& alpha) {
+  check_alpha(result_type(self, other), alpha, "add_");
   return binary_inplace(K::Add, self, other, alpha);
 }
 Tensor& add_scalar_inplace_kernel(Tensor& self, const Scalar& other, const Scalar& alpha) {
+  check_alpha(result_type(self, other), alpha, "add_");
   return binary_scalar_inplace(K::Add, self, other, alpha);
 }
 Tensor& sub_inplace_kernel(Tensor& self, const Tensor& other, const Scalar& alpha) {
+  check_sub(self.dtype(), other.dtype());
+  check_alpha(result_type(self, other), alpha, "sub_");
   return binary_inplace(K::Sub, self, other, alpha);
 }
 Tensor& sub_scalar_inplace_kernel(Tensor& self, const Scalar& other, const Scalar& alpha) {
+  check_sub(self.dtype(), wrapped_type(other));
+  check_alpha(result_type(self, other), alpha, "sub_");
   return binary_scalar_inplace(K::Sub, self, other, alpha);
 }
 Tensor& mul_inplace_kernel(Tensor& self, const Tensor& other) {
@@ -209,8 +250,15 @@ Tensor tanh_kernel(const Tensor& a) { return unary(K::Tanh, a, true); }
 Tensor sigmoid_kernel(const Tensor& a) { return unary(K::Sigmoid, a, true); }
 Tensor relu_kernel(const Tensor& a) { return unary(K::Relu, a, false); }
 Tensor abs_kernel(const Tensor& a) { return unary(K::Abs, a, false); }
-Tensor sign_kernel(const Tensor& a) { return unary(K::Sign, a, false); }
+// sign of a bool tensor is the tensor itself (a copy), as in PyTorch.
+Tensor sign_kernel(const Tensor& a) {
+  return a.dtype() == kBool ? a.clone() : unary(K::Sign, a, false);
+}
 Tensor gelu_kernel(const Tensor& a, std::string_view approximate) {
+  FERRY_CHECK_AS(DTypeError, is_floating_point(a.dtype()),
+                 "gelu: expected a floating-point tensor (float32, float64, bfloat16 or float16), "
+                 "but got ",
+                 dtype_name(a.dtype()));
   return unary(gelu_kind(approximate, "gelu"), a, true);
 }
 Tensor pow_kernel(const Tensor& a, const Scalar& exponent) {

@@ -90,7 +90,12 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_kernel(
     }
     return {out, empty({0}, stat_options), empty({0}, stat_options)};
   }
-  const int64_t per_channel = c == 0 ? 0 : input.numel() / c;
+  // An empty batch is no error (PyTorch returns an empty result and leaves the running statistics
+  // alone); exactly one value per channel is, since its variance is undefined.
+  if (input.numel() == 0) {
+    return {out, zeros(channel, stat_options), zeros(channel, stat_options)};
+  }
+  const int64_t per_channel = input.numel() / c;
   FERRY_CHECK_AS(ShapeError, per_channel > 1, kOp,
                  ": Expected more than 1 value per channel when training, got input size ",
                  input.sizes());
@@ -141,6 +146,11 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward_kernel(
   const TensorOptions param_options = weight.defined() ? weight.options() : input.options();
   Tensor grad_weight = weight_grad && weight.defined() ? empty(channel, param_options) : Tensor();
   Tensor grad_bias = bias_grad ? empty(channel, param_options) : Tensor();
+  if (input.numel() == 0) {  // nothing was normalized: the affine gradients are zero
+    if (grad_weight.defined()) grad_weight.zero_();
+    if (grad_bias.defined()) grad_bias.zero_();
+    return {grad_input, grad_weight, grad_bias};
+  }
   if (grad_input.defined() || grad_weight.defined() || grad_bias.defined()) {
     batch_norm_backward_stub(input.device().type(), grad_input, grad_weight, grad_bias, go, input,
                              weight, mean, invstd, train);

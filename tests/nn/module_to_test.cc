@@ -110,20 +110,39 @@ TEST_F(ModuleToTest, SmallTensorsArePackedIntoOneCopy) {
     pairs.push_back({empty(src.sizes(), TensorOptions(to).device(kSim0)), src});
     sources.push_back(src);
   }
-  Tensor big = randn({1 << 19});  // 2 MiB: copied on its own
-  pairs.push_back({empty({1 << 19}, TensorOptions(kFloat32).device(kSim0)), big});
+  const Tensor big = randn({1024, 513}).t();  // 2 MiB, transposed: staged, then its own copy
+  pairs.push_back({empty({513, 1024}, TensorOptions(kBFloat16).device(kSim0)), big});
+  // Pinned and empty sources are copied directly.
+  pairs.push_back({empty({64}, TensorOptions(kFloat32).device(kSim0)), randn({64}).pin_memory()});
+  pairs.push_back({empty({0, 3}, TensorOptions(kFloat32).device(kSim0)), randn({0, 3})});
   const nn::TransferReport r = nn::batched_copy(pairs, /*non_blocking=*/false);
-  EXPECT_EQ(r.batches, 1);
-  EXPECT_EQ(r.packed_tensors, 50);
-  EXPECT_EQ(r.direct_copies, 1);
+  EXPECT_EQ(r.batches, 1) << "one staging buffer";
+  EXPECT_EQ(r.staged_tensors, 50);
+  EXPECT_EQ(r.packed_tensors, 50) << "the small ones cross together";
+  EXPECT_EQ(r.direct_copies, 3) << "the large, the pinned and the empty one";
   EXPECT_EQ(r.synchronizations, 1);
   for (size_t i = 0; i < pairs.size(); ++i) {
-    EXPECT_ALL_CLOSE(pairs[i].dst.to(kFloat32), pairs[i].src.to(kFloat32), 1e-3, 1e-3) << i;
+    EXPECT_ALL_CLOSE(pairs[i].dst.to(kFloat32), pairs[i].src.to(kFloat32), 1e-2, 1e-2) << i;
+  }
+  // Staging the large one too: it is copied from its slot.
+  for (const nn::CopyPair& p : pairs) Tensor(p.dst).zero_();
+  const nn::TransferReport all = nn::batched_copy(pairs, false, {.stage_large_tensors = true});
+  EXPECT_EQ(all.batches, 1);
+  EXPECT_EQ(all.staged_tensors, 51);
+  EXPECT_EQ(all.packed_tensors, 50);
+  EXPECT_EQ(all.direct_copies, 3) << "the large one from its slot, the pinned and the empty one";
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    EXPECT_ALL_CLOSE(pairs[i].dst.to(kFloat32), pairs[i].src.to(kFloat32), 1e-2, 1e-2) << i;
   }
   // A small batch limit splits the set; everything still arrives.
-  const nn::TransferReport split =
-      nn::batched_copy(pairs, false, {.small_tensor_bytes = 1 << 20, .max_batch_bytes = 512});
+  for (const nn::CopyPair& p : pairs) Tensor(p.dst).zero_();
+  const nn::TransferReport split = nn::batched_copy(
+      pairs, false,
+      {.small_tensor_bytes = 1 << 20, .max_batch_bytes = 512, .stage_large_tensors = true});
   EXPECT_GT(split.batches, 5);
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    EXPECT_ALL_CLOSE(pairs[i].dst.to(kFloat32), pairs[i].src.to(kFloat32), 1e-2, 1e-2) << i;
+  }
 }
 
 // to(non_blocking) from pinned memory returns while the stream is held shut, and work queued on

@@ -123,6 +123,30 @@ TEST(Elementwise, InPlaceCastsOrRefuses) {
               HasSubstr("doesn't match the broadcast shape"));
 }
 
+TEST(Elementwise, RefusesWhatPyTorchRefuses) {
+  const Tensor b = vec({1, 0}, kBool), i = vec({1, 2}, kInt64);
+  EXPECT_THAT(error_of<DTypeError>([&] { sub(b, b); }), HasSubstr("with two bool tensors"));
+  EXPECT_THAT(error_of<DTypeError>([&] { sub(i, b); }), HasSubstr("with a bool tensor"));
+  EXPECT_THAT(error_of<DTypeError>([&] { sub(b, 1); }), HasSubstr("with a bool tensor"));
+  EXPECT_THAT(error_of<DTypeError>([&] { add(i, i, 0.5); }),
+              HasSubstr("argument alpha must not be a floating point number"));
+  EXPECT_THAT(error_of<DTypeError>([&] { add(i, i, true); }),
+              HasSubstr("Boolean alpha only supported for Boolean results"));
+  EXPECT_THAT(values_of(add(vec({1, 2}, kFloat32), i, 0.5)), ElementsAre(1.5, 3));
+  EXPECT_THAT(error_of<DTypeError>([&] { gelu(i); }), HasSubstr("but got int64"));
+  const Tensor s = sign(b);  // bool stays bool, as in PyTorch
+  EXPECT_EQ(s.dtype(), kBool);
+  EXPECT_THAT(values_of(s), ElementsAre(1, 0));
+}
+
+TEST(Elementwise, SignHasAZeroGradient) {
+  Tensor x = vec({-2, 3}, kFloat64);
+  x.requires_grad_(true);
+  Tensor y = (sign(x) * x).sum();
+  y.backward();
+  EXPECT_THAT(values_of(x.grad()), ElementsAre(-1, 1));  // only the product's x contributes
+}
+
 TEST(Elementwise, DevicesMustMatchExceptCpuNumbers) {
   if (device_count(DeviceType::Sim) == 0) GTEST_SKIP() << "no sim device";
   const Tensor s = ones({3}, Device("sim:0"));

@@ -5,7 +5,8 @@
 import torch
 import torch.nn.functional as F
 
-from reference_ops import BF16, F16, F32, F64, FLOATS, I32, I64, C, T, op, r_shape, rT
+from cases_math import LOG_SOFTMAX_TOL
+from reference_ops import BF16, F16, F32, F64, FLOATS, I32, I64, C, T, op, r_layout, r_shape, rT
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -78,9 +79,11 @@ def sample_conv(r):
     return inputs, {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
 
 
+# PyTorch 1.13's float64 convolution backward (slow_conv2d) refuses a non-contiguous weight
+# ("grad_weight must be contiguous"): it gets a dense copy, ferry the strided one.
 op("conv2d", ("input", "weight", "bias"),
    lambda input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1:
-       F.conv2d(input, weight, bias, stride, padding, dilation, groups),
+       F.conv2d(input, weight.contiguous(), bias, stride, padding, dilation, groups),
    [C("basic", [T(2, 3, 6, 6), T(4, 3, 3, 3), T(4)]),
     C("stride_pad", [T(1, 2, 7, 5), T(3, 2, 3, 2), T(3)], stride=[2, 1], padding=[1, 0]),
     C("dilation", [T(1, 2, 7, 7, dtype=F64), T(2, 2, 3, 3, dtype=F64), T(2, dtype=F64)], dilation=[2, 2], padding=[2, 1]),
@@ -108,7 +111,9 @@ def bn_inputs(shape, dtype=F32, layout=None, affine=True, stats=True, stat_dtype
 
 
 def sample_bn(r):
-    shape = [r.randint(2, 3), r.randint(1, 4)] + r_shape(r, 0, 2, lo=1, hi=4)
+    # Three or more values per channel: over two, 1/std amplifies float32 rounding in the input
+    # gradient (as for layer_norm), hence also the op's fourfold tolerance.
+    shape = [r.randint(3, 4), r.randint(1, 4)] + r_shape(r, 0, 2, lo=1, hi=4)
     training = r.random() < 0.6
     return (bn_inputs(shape, r.choice((F32, F64)), r.choice(["contiguous", "sliced"]), r.random() < 0.7,
                       not training or r.random() < 0.7),
@@ -122,8 +127,9 @@ op("batch_norm", ("input", "weight", "bias", "running_mean", "running_var"), bn,
     C("train_no_affine_f64", bn_inputs([4, 3], F64, affine=False), training=True, momentum=0.3, eps=1e-3),
     C("eval_no_affine", bn_inputs([2, 3, 4], affine=False), training=False, momentum=0.1, eps=1e-5),
     C("channels_last", bn_inputs([2, 3, 3, 2], layout="channels_last"), training=True, momentum=0.1, eps=1e-5),
+    C("train_empty_batch", bn_inputs([3, 3, 3, 0]), training=True, momentum=0.1, eps=1e-5),
     C("bf16_f32_params", bn_inputs([4, 2, 3, 3], BF16, stat_dtype=F32), training=True, momentum=0.1, eps=1e-5, tol=3)],
-   sample_bn)
+   sample_bn, tol=4)
 op("layer_norm", ("input", "weight", "bias"),
    lambda input, weight=None, bias=None, normalized_shape=(), eps=1e-5:
        F.layer_norm(input, normalized_shape, weight, bias, eps),
@@ -133,9 +139,21 @@ op("layer_norm", ("input", "weight", "bias"),
     C("eps", [T(3, 8)], normalized_shape=[8], eps=0.1),
     C("bf16", [T(2, 16, dtype=BF16), T(16, dtype=BF16), T(16, dtype=BF16)], normalized_shape=[16], tol=3),
     C("shape_mismatch", [T(3, 5)], normalized_shape=[4], error=True)],
-   lambda r: (lambda s, k, d: ([rT(r, s, d)] + ([rT(r, s[-k:], d), rT(r, s[-k:], d)] if r.random() < 0.7 else []),
+   # Never an expanded input: constant rows have zero variance, where both libraries only round.
+   lambda r: (lambda s, k, d: ([rT(r, s, d, layout=varied_layout(r, s))]
+                               + ([rT(r, s[-k:], d), rT(r, s[-k:], d)] if r.random() < 0.7 else []),
                                {"normalized_shape": s[-k:], "eps": 1e-5}))(
-       r_shape(r, 1, 4, lo=1), 1, r.choice((F32, F64))))
+       # Three or more normalized elements: over one, PyTorch's rounding of x - mean (0 exactly in
+       # ferry) is scaled by 1/sqrt(eps); over a few, 1/std amplifies float32 rounding in the input
+       # gradient in both libraries (measured against float64: ferry's error is the smaller one),
+       # hence also the op's fourfold tolerance.
+       r_shape(r, 1, 4, lo=1)[:-1] + [r.randint(3, 6)], 1, r.choice((F32, F64))), tol=4)
+
+
+def varied_layout(r, shape):
+    """A random layout other than "expanded" (whose repeated values make statistics degenerate)."""
+    layout = r_layout(r, shape)
+    return "contiguous" if layout == "expanded" else layout
 
 
 def sample_pool(r, dilation=True, avg=False):
@@ -200,7 +218,10 @@ def ce(self, target, weight=None, reduction="mean", ignore_index=-100, label_smo
 
 
 def nll(self, target, weight=None, reduction="mean", ignore_index=-100):
-    return F.nll_loss(self, target, weight=weight, reduction=reduction, ignore_index=ignore_index)
+    # PyTorch 1.13's N-d (nll_loss2d) backward refuses a non-contiguous input ("grad_input must be
+    # contiguous"); it gets a dense copy, ferry the strided one.
+    return F.nll_loss(self.contiguous(), target, weight=weight, reduction=reduction,
+                      ignore_index=ignore_index)
 
 
 def target(*shape, high, ignore=None):
@@ -233,7 +254,7 @@ op("cross_entropy", ("self", "target", "weight"), ce,
     C("spatial", [T(2, 3, 2, 2), target(2, 2, 2, high=3)]),
     C("bf16", [T(4, 8, dtype=BF16), target(4, high=8)], tol=3),
     C("bad_target_shape", [T(4, 5), target(3, high=5)], error=True)],
-   lambda r: sample_class_loss(r, True))
+   lambda r: sample_class_loss(r, True), tol=LOG_SOFTMAX_TOL)
 op("nll_loss", ("self", "target", "weight"), nll,
    [C("mean", [T(4, 5), target(4, high=5)]), C("sum", [T(3, 4, dtype=F64), target(3, high=4)], reduction="sum"),
     C("none_weights", [T(5, 3), target(5, high=3), T(3, fill="positive", grad=False)], reduction="none"),

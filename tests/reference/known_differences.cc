@@ -12,28 +12,12 @@ namespace {
 
 const std::vector<KnownDifference>& known() {
   static const std::vector<KnownDifference> list = {
-      {"add/alpha_float_int", "", "PyTorch raises",
-       "ferry accepts a floating alpha with integer tensors; PyTorch refuses it"},
-      {"sub/alpha_float_int", "", "PyTorch raises",
-       "ferry accepts a floating alpha with integer tensors; PyTorch refuses it"},
-      {"sub/bool_int64", "", "PyTorch raises", "ferry subtracts bool tensors; PyTorch refuses"},
-      {"sub_scalar/bool_int", "", "PyTorch raises",
-       "ferry subtracts bool tensors; PyTorch refuses"},
-      {"rsub_scalar/bool_int", "", "PyTorch raises",
-       "ferry subtracts bool tensors; PyTorch refuses"},
-      {"gelu/int64", "", "PyTorch raises",
-       "ferry's gelu takes integer tensors (as float32, like exp); PyTorch's refuses them"},
       {"gelu_backward/*", "", "does not support automatic differentiation",
        "gelu_backward has no autograd formula: gelu has no double backward in ferry"},
       {"threshold_backward/f64_half", "", "only threshold 0",
        "ferry's threshold_backward takes only threshold 0 (relu's)"},
       {"threshold_backward/*", "", "only threshold 0",
        "ferry's threshold_backward takes only threshold 0 (relu's)"},
-      {"sign/bool", "", "expected a dtype the operation is defined for",
-       "ferry's sign refuses bool tensors; PyTorch's returns them unchanged"},
-      {"sign/*", "", "requires_grad is false in ferry",
-       "ferry's sign is not differentiable; PyTorch's has a zero gradient (its output requires "
-       "grad)"},
       {"mul_slice_/*", "", "in-place operation on a view of a tensor that requires grad",
        "in-place operations on views of tensors that require grad are not supported yet "
        "(Note [In-place on views])"},

@@ -76,7 +76,7 @@ void make_run(RunHolder& h) {
   run.command =
       shell_quoted(python) + " " + shell_quoted(FERRY_REFERENCE_SCRIPT) + " --out " +
       shell_quoted(dir) + " --seed " + std::to_string(testing::base_seed()) + " --sweep " +
-      std::to_string(env("FERRY_REFERENCE_SWEEP") ? std::atoi(env("FERRY_REFERENCE_SWEEP")) : 0);
+      std::to_string(env("FERRY_REFERENCE_SWEEP") ? std::atoi(env("FERRY_REFERENCE_SWEEP")) : 3);
   if (const char* only = env("FERRY_REFERENCE_ONLY"))
     run.command += " --only " + shell_quoted(only);
   std::string output;

@@ -11,7 +11,8 @@ INTS = (I64, I32, I16, I8, U8)
 
 
 class Op:
-    def __init__(self, fn, args, cases, sample=None, strides=False):
+    def __init__(self, fn, args, cases, sample=None, strides=False, tol=None):
+        self.tol = tol          # default tolerance factor of its cases (a case's own wins)
         self.fn = fn            # PyTorch: fn(*inputs, **params) -> Tensor or sequence of Tensors
         self.args = args        # PyTorch's argument names; a trailing "name[]" takes the rest
         self.cases = cases      # fixed cases, run in CI
@@ -32,10 +33,10 @@ class Op:
 OPS = {}
 
 
-def op(name, args, fn, cases, sample=None, strides=False):
+def op(name, args, fn, cases, sample=None, strides=False, tol=None):
     """Registers an operator; `name` is the key the C++ op table uses."""
     assert name not in OPS, name
-    OPS[name] = Op(fn, args, cases, sample, strides)
+    OPS[name] = Op(fn, args, cases, sample, strides, tol)
 
 
 def T(*shape, dtype=F32, layout=None, fill=None, grad=None, device=None, low=None, high=None,
@@ -77,6 +78,8 @@ def all_cases(sweep, seed_of):
             own.append({"name": f"{name}/sweep{i}", "inputs": inputs, "params": params})
         for i, c in enumerate(own):
             c["op"] = name
+            if o.tol is not None:
+                c.setdefault("tol", o.tol)
             c.setdefault("seed", seed_of(c["name"]))
             c["chaos"] = i == 0
             c.setdefault("strides", o.strides)

@@ -192,6 +192,13 @@ Tensor abs_autograd(const Tensor& a) {
       "AbsBackward0", a, true, false, [](const Tensor& x) { return abs(x); },
       [](const Tensor& g, const Tensor& x, const Tensor&) { return g * sign(x); });
 }
+// sign is flat almost everywhere: its gradient is zero (PyTorch records it, so results that use
+// it still require grad).
+Tensor sign_autograd(const Tensor& a) {
+  return unary_autograd(
+      "SignBackward0", a, false, false, [](const Tensor& x) { return sign(x); },
+      [](const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); });
+}
 Tensor gelu_autograd(const Tensor& a, std::string_view approximate) {
   const std::string mode(approximate);
   return unary_autograd(
@@ -422,6 +429,7 @@ FERRY_LIBRARY(ferry, m) {
   impl_autograd(m, "sigmoid", &sigmoid_autograd, "SigmoidBackward0");
   impl_autograd(m, "relu", &relu_autograd, "ReluBackward0");
   impl_autograd(m, "abs", &abs_autograd, "AbsBackward0");
+  impl_autograd(m, "sign", &sign_autograd, "SignBackward0");
   impl_autograd(m, "gelu", &gelu_autograd, "GeluBackward0");
   impl_autograd(m, "pow.Tensor_Scalar", &pow_autograd, "PowBackward0");
   impl_autograd(m, "where.self", &where_autograd, "WhereBackward0");
@@ -440,8 +448,8 @@ FERRY_LIBRARY(ferry, m) {
   impl_autograd(m, "sigmoid_backward", &sigmoid_backward_autograd, "SigmoidBackwardBackward0");
   impl_autograd(m, "tanh_backward", &tanh_backward_autograd, "TanhBackwardBackward0");
   for (const char* op :
-       {"sign", "eq.Tensor", "eq.Scalar", "ne.Tensor", "ne.Scalar", "lt.Tensor", "lt.Scalar",
-        "le.Tensor", "le.Scalar", "gt.Tensor", "gt.Scalar", "ge.Tensor", "ge.Scalar"}) {
+       {"eq.Tensor", "eq.Scalar", "ne.Tensor", "ne.Scalar", "lt.Tensor", "lt.Scalar", "le.Tensor",
+        "le.Scalar", "gt.Tensor", "gt.Scalar", "ge.Tensor", "ge.Scalar"}) {
     register_non_differentiable(m, op);
   }
 }
