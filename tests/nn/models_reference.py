@@ -3,8 +3,8 @@
 # MultiheadAttention, and a BERT encoder written here with torch.nn following Hugging Face's
 # BertModel structure and names. Weights are random (batch-norm statistics too); each case is
 # saved as a safetensors file (written with struct and json) holding the weights under their
-# PyTorch names, plus "input.*"/"output.*" tensors, "grad.*" (the parameters' gradients after
-# one train-mode step) and "after.*" (buffers after that step).
+# PyTorch names, plus "input.*"/"output.*" tensors, "grad.*" / "grad64.*" (the parameters'
+# gradients after one train-mode step, in float32 / float64) and "after.*" (buffers after it).
 # Usage: /usr/bin/python3 models_reference.py OUT_DIR [SEED]
 import json
 import math
@@ -15,7 +15,7 @@ import torch
 import torchvision
 from torch import nn
 
-DTYPES = {torch.float32: ("F32", 4), torch.int64: ("I64", 8), torch.bool: ("BOOL", 1)}
+DTYPES = {torch.float64: ("F64", 8), torch.float32: ("F32", 4), torch.int64: ("I64", 8), torch.bool: ("BOOL", 1)}
 
 
 def save(path, tensors):
@@ -58,14 +58,22 @@ def resnet_case(out_dir, name, size):
     model.eval()
     with torch.no_grad():
         tensors["output.eval"] = model(x)
-    model.train()  # one step: batch statistics, the running ones updated, gradients
-    out = model(x)
-    grad_output = torch.randn_like(out)
-    (out * grad_output).sum().backward()
-    tensors["output.train"] = out.detach()
+    model.train()  # one step: batch statistics, the running ones updated
+    with torch.no_grad():
+        out = model(x)
+    tensors["output.train"] = out
+    # Gradients of that step in float64: in float32 a near-tie of a max-pool window or a ReLU
+    # input near 0 can round either way and reroute a gradient, so float32 gradients of two
+    # correct implementations may differ by a lot; in float64 that is vanishingly rare.
+    model64 = getattr(torchvision.models, name)(weights=None)
+    model64.load_state_dict({k: v for k, v in tensors.items() if not k.startswith("output.")})
+    model64.double().train()
+    out64 = model64(x.double())
+    grad_output = torch.randn_like(out64)
+    (out64 * grad_output).sum().backward()
     tensors["input.grad_output"] = grad_output
-    for key, param in model.named_parameters():
-        tensors["grad." + key] = param.grad
+    for key, param in model64.named_parameters():
+        tensors["grad64." + key] = param.grad
     for key, value in model.state_dict().items():
         if "running" in key or "num_batches" in key:
             tensors["after." + key] = value
