@@ -1,6 +1,6 @@
 // MemoryResource's checks and counters, the table of installed resources, the ferry::Allocator
 // that puts resources under device tensors (installed for Sim and CUDA at load time), and
-// record_stream for storages.
+// record_stream for storages, and device view storages (one allocation aliased by many storages).
 #include "ferry/memory/memory_resource.h"
 
 #include <algorithm>
@@ -153,6 +153,20 @@ void release_allocation(void* context) {
   delete a;
 }
 
+// The context of a view storage (device_view_storage): the allocation's own storage, kept alive.
+struct DeviceView {
+  Storage block;
+};
+void release_device_view(void* context) { delete static_cast<DeviceView*>(context); }
+
+// The storage that owns `storage`'s allocation: itself, or the block a view aliases.
+const Storage& owning_storage(const Storage& storage) {
+  if (storage.defined() && storage.data_ptr().deleter() == &release_device_view) {
+    return static_cast<const DeviceView*>(storage.data_ptr().context())->block;
+  }
+  return storage;
+}
+
 class DeviceTensorAllocator final : public Allocator {
  public:
   explicit DeviceTensorAllocator(DeviceType type) : type_(type) {}
@@ -198,20 +212,42 @@ Allocator* device_tensor_allocator(DeviceType type) {
   return &allocators[static_cast<size_t>(type)];
 }
 
-MemoryResource* storage_memory_resource(const Storage& storage) {
+Storage device_view_storage(const Storage& storage, size_t offset, size_t nbytes) {
+  FERRY_CHECK(storage.defined(), "device_view_storage: expected a defined storage");
+  Storage block = owning_storage(storage);
+  if (!block.is_alias_of(storage)) {
+    offset += static_cast<size_t>(static_cast<const char*>(storage.data()) -
+                                  static_cast<const char*>(block.data()));
+  }
+  FERRY_CHECK(block.data_ptr().deleter() == &release_allocation,
+              "device_view_storage: expected a storage of the device tensor allocator (or a view "
+              "of one), but got one that is not");
+  FERRY_CHECK(offset <= block.nbytes() && nbytes <= block.nbytes() - offset,
+              "device_view_storage: expected bytes [", offset, ", ", offset + nbytes,
+              ") to lie inside the device allocation of ", block.nbytes(), " bytes");
+  void* data = static_cast<char*>(block.data()) + offset;
+  const Device device = block.device();
+  auto* view = new DeviceView{std::move(block)};
+  return Storage(DataPtr(data, view, &release_device_view, device), nbytes);
+}
+
+MemoryResource* storage_memory_resource(const Storage& view) {
+  const Storage& storage = owning_storage(view);
   if (!storage.defined() || storage.data_ptr().deleter() != &release_allocation) return nullptr;
   return static_cast<ResourceAllocation*>(storage.data_ptr().context())->resource;
 }
 
-Stream storage_allocation_stream(const Storage& storage) {
+Stream storage_allocation_stream(const Storage& view) {
+  const Storage& storage = owning_storage(view);
   if (!storage.defined() || storage.data_ptr().deleter() != &release_allocation) return Stream();
   return static_cast<ResourceAllocation*>(storage.data_ptr().context())->stream;
 }
 
 // ---- record_stream ---------------------------------------------------------------------------
 
-void record_stream(const Storage& storage, const Stream& stream) {
-  FERRY_CHECK(storage.defined(), "record_stream: expected a defined storage");
+void record_stream(const Storage& view, const Stream& stream) {
+  FERRY_CHECK(view.defined(), "record_stream: expected a defined storage");
+  const Storage& storage = owning_storage(view);
   const DataPtr& data = storage.data_ptr();
   if (data.deleter() == &release_allocation) {
     // The context names the whole allocation, whatever view of it the caller holds.

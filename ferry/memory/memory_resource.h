@@ -101,6 +101,15 @@ Allocator* device_tensor_allocator(DeviceType type);
 MemoryResource* storage_memory_resource(const Storage& storage);
 Stream storage_allocation_stream(const Storage& storage);
 
+// A storage of its own (own version counter, own nbytes) for the bytes [offset, offset + nbytes)
+// of `storage`, which must be a storage made by device_tensor_allocator or such a view: the device
+// counterpart of pinned_view_storage. It keeps the whole allocation alive (it is freed, on its
+// allocation stream, when the last view and the storage itself are gone), and record_stream,
+// storage_memory_resource and storage_allocation_stream on it act on the whole allocation. What a
+// planned transfer (nn::batched_move) hands out per tensor when many small tensors land in one
+// device block.
+Storage device_view_storage(const Storage& storage, size_t offset, size_t nbytes);
+
 // PyTorch's record_stream: the storage's memory is not reused until the work queued on `stream`
 // when the storage is freed has completed. The whole allocation is protected, whatever view of
 // it the tensor is. Pinned host storages are recorded in the pinned allocator; device memory that

@@ -258,8 +258,9 @@ void Module::move(std::optional<Device> device, std::optional<ScalarType> dtype,
                    *dtype);
   }
   if (device) device = checked_device(*device);
-  std::vector<CopyPair> pairs;
-  std::vector<std::pair<Tensor, Tensor>> updates;  // (the module's tensor, its new data)
+  std::vector<MovePair> moves;
+  std::vector<Tensor> moved;                       // the module's tensor of each move
+  std::vector<std::pair<Tensor, Tensor>> updates;  // (the module's tensor, its new data): to_empty
   for (const Entry& e : entries()) {
     const Tensor& t = e.tensor;
     const bool empty_only = no_copy && no_copy(t);
@@ -270,11 +271,17 @@ void Module::move(std::optional<Device> device, std::optional<ScalarType> dtype,
     // A non-blocking move to the host lands in pinned memory, so the copy is only queued (as
     // Tensor::to does).
     const bool pinned = non_blocking && !t.is_cpu() && to_device.is_cpu() && !empty_only;
-    Tensor data = empty_like(t, TensorOptions(to_dtype).device(to_device).pinned_memory(pinned));
-    if (!empty_only) pairs.push_back({data, t});
-    updates.emplace_back(t, std::move(data));
+    const TensorOptions options = TensorOptions(to_dtype).device(to_device).pinned_memory(pinned);
+    if (empty_only) {
+      updates.emplace_back(t, empty_like(t, options));
+    } else {
+      moves.push_back({t, options, Tensor()});
+      moved.push_back(t);
+    }
   }
-  batched_copy(pairs, non_blocking);
+  // Small host tensors land in place: their new data aliases one device block per batch.
+  batched_move(moves, non_blocking);
+  for (size_t i = 0; i < moves.size(); ++i) moved[i].set_data(moves[i].dst);
   for (const auto& [t, data] : updates) t.set_data(data);
 }
 

@@ -8,23 +8,32 @@
 // copied from there into its destination, so staging the next one overlaps that copy. The staging
 // buffer carries the events of the copies that read it (copy_'s pinned rule) and the scratch buffer
 // is freed on the stream that used it, so both may go as soon as the copies are queued.
+// batched_move's landing batches stage the same way (256-byte aligned slots, a plain memcpy when
+// the source is contiguous with the destination's dtype), copy the staging buffer into one device
+// block with one copy_, and hand each destination a memory::device_view_storage of its range.
 #include "ferry/nn/transfer.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "ferry/autograd/grad_mode.h"
 #include "ferry/core/error.h"
 #include "ferry/core/memory_format.h"
 #include "ferry/device/runtime.h"
 #include "ferry/device/stream.h"
+#include "ferry/memory/memory_resource.h"
 #include "ferry/ops/factories.h"
 
 namespace ferry::nn {
 namespace {
 
 constexpr size_t kSlotAlignment = 64;
+// Landed tensors start on the device allocator's alignment, as tensors of their own would.
+constexpr size_t kLandAlignment = memory::kDeviceAlignment;
 
-size_t align_up(size_t v) { return (v + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment; }
+size_t align_up(size_t v, size_t alignment = kSlotAlignment) {
+  return (v + alignment - 1) / alignment * alignment;
+}
 
 // A contiguous tensor of `dtype` and `sizes` at byte `offset` of the uint8 buffer `buffer`.
 Tensor slot(const Tensor& buffer, ScalarType dtype, IntArrayRef sizes, size_t offset) {
@@ -83,13 +92,62 @@ void run_batch(const std::vector<const CopyPair*>& batch, Device device,
   report.staged_tensors += static_cast<int64_t>(order.size());
 }
 
-}  // namespace
+// Whether a move's source may land in place: a small, contiguous, non-empty pageable host tensor
+// going to a device.
+bool lands_in_place(const MovePair& m, Device device, ScalarType dtype,
+                    const TransferOptions& options) {
+  return options.land_in_place && m.src.is_cpu() && !device.is_cpu() && m.src.numel() > 0 &&
+         m.src.is_contiguous() && !m.options.pinned_memory() &&
+         static_cast<size_t>(m.src.numel()) * element_size(dtype) <= options.small_tensor_bytes &&
+         !m.src.is_pinned();
+}
 
-TransferReport batched_copy(const std::vector<CopyPair>& pairs, bool non_blocking,
-                            const TransferOptions& options) {
-  autograd::NoGradGuard no_grad;
-  TransferReport report;
-  std::vector<Stream> host_streams;  // streams of host<->device copies, synchronized if blocking
+// One batch of landing moves to `device`: staged into 256-byte aligned slots of one pinned
+// buffer, copied into one device block with one copy_, and each destination made over a view
+// storage of its slot's range of the block.
+void run_landing_batch(const std::vector<MovePair*>& batch, Device device, TransferReport& report) {
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (const MovePair* m : batch) {
+    offsets.push_back(total);
+    total += align_up(static_cast<size_t>(m->src.numel()) * element_size(m->options.dtype()),
+                      kLandAlignment);
+  }
+  const Tensor staging =
+      empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8).pinned_memory(true));
+  auto* base = static_cast<char*>(staging.data_ptr());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Tensor& src = batch[i]->src;
+    const ScalarType dtype = batch[i]->options.dtype();
+    if (dtype == src.dtype() && !src.is_conj() && !src.is_neg()) {
+      // Contiguous and the same dtype: the bytes as they are (the copy engine's dispatch costs
+      // more than the copy for most of these).
+      std::memcpy(base + offsets[i], src.data_ptr(), src.nbytes());
+    } else {
+      slot(staging, dtype, src.sizes(), offsets[i]).copy_(src);
+    }
+  }
+  const Tensor block = empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8).device(device));
+  Tensor(block).copy_(staging, /*non_blocking=*/true);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    MovePair& m = *batch[i];
+    const ScalarType dtype = m.options.dtype();
+    const size_t nbytes = static_cast<size_t>(m.src.numel()) * element_size(dtype);
+    m.dst = make_tensor(memory::device_view_storage(block.storage(), offsets[i], nbytes), dtype,
+                        m.src.sizes(), contiguous_strides(m.src.sizes()), 0);
+  }
+  report.landed_tensors += static_cast<int64_t>(batch.size());
+  report.packed_tensors += static_cast<int64_t>(batch.size());
+  report.staged_tensors += static_cast<int64_t>(batch.size());
+  report.packed_bytes += static_cast<int64_t>(total);
+  ++report.landed_blocks;
+  ++report.batches;
+}
+
+// Queues every pair (batched_copy without the final synchronization); adds the streams of its
+// host<->device copies to `host_streams`.
+void queue_copies(const std::vector<CopyPair>& pairs, const TransferOptions& options,
+                  std::vector<Stream>& host_streams, TransferReport& report) {
   std::vector<std::pair<Device, std::vector<const CopyPair*>>> groups;
   for (const CopyPair& p : pairs) {
     FERRY_CHECK(p.dst.defined() && p.src.defined(),
@@ -129,12 +187,70 @@ TransferReport batched_copy(const std::vector<CopyPair>& pairs, bool non_blockin
     }
     if (!batch.empty()) run_batch(batch, device, options, report);
   }
+}
+
+void finish(bool non_blocking, const std::vector<Stream>& host_streams, TransferReport& report) {
   if (!non_blocking) {
     for (const Stream& s : host_streams) {
       s.synchronize();
       ++report.synchronizations;
     }
   }
+}
+
+}  // namespace
+
+TransferReport batched_copy(const std::vector<CopyPair>& pairs, bool non_blocking,
+                            const TransferOptions& options) {
+  autograd::NoGradGuard no_grad;
+  TransferReport report;
+  std::vector<Stream> host_streams;  // streams of host<->device copies, synchronized if blocking
+  queue_copies(pairs, options, host_streams, report);
+  finish(non_blocking, host_streams, report);
+  return report;
+}
+
+TransferReport batched_move(std::vector<MovePair>& moves, bool non_blocking,
+                            const TransferOptions& options) {
+  autograd::NoGradGuard no_grad;
+  TransferReport report;
+  std::vector<Stream> host_streams;
+  std::vector<std::pair<Device, std::vector<MovePair*>>> groups;  // landing moves per device
+  std::vector<CopyPair> pairs;                                    // every other move
+  for (MovePair& m : moves) {
+    FERRY_CHECK(m.src.defined(), "batched_move: expected a defined source tensor");
+    const Device device = m.options.device_opt().value_or(m.src.device());
+    const ScalarType dtype = m.options.dtype_opt().value_or(m.src.dtype());
+    m.options = m.options.dtype(dtype).device(device);
+    if (!lands_in_place(m, device, dtype, options)) {
+      m.dst = empty_like(m.src, m.options);
+      pairs.push_back({m.dst, m.src});
+      continue;
+    }
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == device; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {device, {}});
+    it->second.push_back(&m);
+  }
+  for (const auto& [device, list] : groups) {
+    add_stream(host_streams, current_stream(device));
+    std::vector<MovePair*> batch;
+    size_t total = 0;
+    for (MovePair* m : list) {
+      const size_t bytes = align_up(
+          static_cast<size_t>(m->src.numel()) * element_size(m->options.dtype()), kLandAlignment);
+      if (!batch.empty() && total + bytes > options.max_batch_bytes) {
+        run_landing_batch(batch, device, report);
+        batch.clear();
+        total = 0;
+      }
+      batch.push_back(m);
+      total += bytes;
+    }
+    if (!batch.empty()) run_landing_batch(batch, device, report);
+  }
+  queue_copies(pairs, options, host_streams, report);
+  finish(non_blocking, host_streams, report);
   return report;
 }
 

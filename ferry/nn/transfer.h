@@ -7,7 +7,9 @@
 // the next one overlaps that copy. Every other pair is one non-blocking copy_. Nothing bypasses the
 // copy engine: each step is a copy_, so the device copy policy, pinned-block events and stream
 // ordering apply as for single copies. A blocking transfer synchronizes each stream it used once,
-// at the end; a non-blocking one never waits for a copy.
+// at the end; a non-blocking one never waits for a copy. batched_move, behind Module::to, makes
+// the destinations too, so that small pageable sources can land in place: one device block per
+// staging batch, each destination a storage of its own aliasing its range of the block.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +38,18 @@ struct TransferOptions {
   // bench-load measured it faster there. A driver that stages pageable copies internally (CUDA)
   // may prefer it on: it overlaps the staging with the link and saves one wait per tensor.
   bool stage_large_tensors = false;
+  // batched_move only: whether small, contiguous pageable sources going to a device land in place
+  // (one device block for their batch, each destination a storage aliasing its range of it)
+  // rather than each in a device allocation of its own filled by a device-side copy.
+  bool land_in_place = true;
+};
+
+// A source to move: batched_move sets dst to a new tensor with src's values, dtype `options`'s
+// dtype, on `options`'s device (pinned host memory if options asks for it).
+struct MovePair {
+  Tensor src;
+  TensorOptions options;
+  Tensor dst;
 };
 
 // What a transfer did (for tests and the benchmark).
@@ -46,6 +60,8 @@ struct TransferReport {
   int64_t batches = 0;         // staging buffers used
   int64_t packed_bytes = 0;    // bytes the packed copies moved
   int64_t synchronizations = 0;
+  int64_t landed_tensors = 0;  // batched_move: destinations that alias a shared device block
+  int64_t landed_blocks = 0;   // the device blocks they alias (one per staging batch)
 };
 
 // Copies every pair (src broadcast to dst as copy_ does) with autograd off. With non_blocking,
@@ -53,6 +69,19 @@ struct TransferReport {
 // stream at once. Host destinations of a non-blocking device-to-host copy should be pinned (as
 // Tensor::to makes them), or the runtime completes that copy before returning.
 TransferReport batched_copy(const std::vector<CopyPair>& pairs, bool non_blocking,
+                            const TransferOptions& options = {});
+
+// Module::to's transfer: makes each move's destination and copies src into it, as batched_copy
+// (same stream and non_blocking rules). With land_in_place, the small contiguous pageable sources
+// going to a device are packed into pinned staging as batched_copy packs them, the packed bytes
+// cross with one copy_ into ONE device block allocated on the device's current stream, and each
+// destination is a contiguous tensor over a storage of its own (memory::device_view_storage) that
+// aliases its 256-byte aligned range of the block: no device allocation and no device-side copy
+// per tensor. Each destination keeps its own version counter and may be replaced (set_data) or
+// freed independently; the block is freed when the last of them is gone, and record_stream on any
+// of them protects the whole block. Every other move gets its own empty_like destination and goes
+// through batched_copy's paths (device-to-host and device-to-device moves always do).
+TransferReport batched_move(std::vector<MovePair>& moves, bool non_blocking,
                             const TransferOptions& options = {});
 
 }  // namespace ferry::nn
