@@ -105,7 +105,8 @@ bool lands_in_place(const MovePair& m, Device device, ScalarType dtype,
 // One batch of landing moves to `device`: staged into 256-byte aligned slots of one pinned
 // buffer, copied into one device block with one copy_, and each destination made over a view
 // storage of its slot's range of the block.
-void run_landing_batch(const std::vector<MovePair*>& batch, Device device, TransferReport& report) {
+void run_landing_batch(const std::vector<MovePair*>& batch, Device device,
+                       const TransferOptions& options, TransferReport& report) {
   std::vector<size_t> offsets;
   size_t total = 0;
   for (const MovePair* m : batch) {
@@ -115,7 +116,15 @@ void run_landing_batch(const std::vector<MovePair*>& batch, Device device, Trans
   }
   const Tensor staging =
       empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8).pinned_memory(true));
+  const Tensor block = empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8).device(device));
   auto* base = static_cast<char*>(staging.data_ptr());
+  size_t flushed = 0;  // the staged bytes [0, flushed) are queued for the block
+  const auto flush = [&](size_t end) {
+    const auto from = static_cast<int64_t>(flushed), n = static_cast<int64_t>(end - flushed);
+    block.narrow(0, from, n).copy_(staging.narrow(0, from, n), /*non_blocking=*/true);
+    flushed = end;
+    ++report.landing_copies;
+  };
   for (size_t i = 0; i < batch.size(); ++i) {
     const Tensor& src = batch[i]->src;
     const ScalarType dtype = batch[i]->options.dtype();
@@ -126,9 +135,10 @@ void run_landing_batch(const std::vector<MovePair*>& batch, Device device, Trans
     } else {
       slot(staging, dtype, src.sizes(), offsets[i]).copy_(src);
     }
+    // Queue each chunk as soon as it is staged, so staging the next overlaps its copy.
+    const size_t end = i + 1 < batch.size() ? offsets[i + 1] : total;
+    if (end - flushed >= options.landing_chunk_bytes || i + 1 == batch.size()) flush(end);
   }
-  const Tensor block = empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8).device(device));
-  Tensor(block).copy_(staging, /*non_blocking=*/true);
   for (size_t i = 0; i < batch.size(); ++i) {
     MovePair& m = *batch[i];
     const ScalarType dtype = m.options.dtype();
@@ -240,14 +250,14 @@ TransferReport batched_move(std::vector<MovePair>& moves, bool non_blocking,
       const size_t bytes = align_up(
           static_cast<size_t>(m->src.numel()) * element_size(m->options.dtype()), kLandAlignment);
       if (!batch.empty() && total + bytes > options.max_batch_bytes) {
-        run_landing_batch(batch, device, report);
+        run_landing_batch(batch, device, options, report);
         batch.clear();
         total = 0;
       }
       batch.push_back(m);
       total += bytes;
     }
-    if (!batch.empty()) run_landing_batch(batch, device, report);
+    if (!batch.empty()) run_landing_batch(batch, device, options, report);
   }
   queue_copies(pairs, options, host_streams, report);
   finish(non_blocking, host_streams, report);

@@ -42,6 +42,9 @@ struct TransferOptions {
   // (one device block for their batch, each destination a storage aliasing its range of it)
   // rather than each in a device allocation of its own filled by a device-side copy.
   bool land_in_place = true;
+  // A landing batch's staged bytes are queued for its block in copies of about this many bytes,
+  // each as soon as it is staged, so that staging the rest overlaps them.
+  size_t landing_chunk_bytes = size_t{8} << 20;
 };
 
 // A source to move: batched_move sets dst to a new tensor with src's values, dtype `options`'s
@@ -62,6 +65,7 @@ struct TransferReport {
   int64_t synchronizations = 0;
   int64_t landed_tensors = 0;  // batched_move: destinations that alias a shared device block
   int64_t landed_blocks = 0;   // the device blocks they alias (one per staging batch)
+  int64_t landing_copies = 0;  // host-to-device copies that filled them (landing_chunk_bytes)
 };
 
 // Copies every pair (src broadcast to dst as copy_ does) with autograd off. With non_blocking,

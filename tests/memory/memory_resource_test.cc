@@ -1,6 +1,6 @@
 // The memory-resource interface: a user resource under ferry's device tensors (per device and
 // per device type), the checks and counters of the non-virtual front, and record_stream with a
-// resource that does not track streams.
+// resource that does not track streams, and device view storages.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -147,6 +147,42 @@ TEST_F(MemoryResourceTest, RecordStreamOnAnUntrackingResourceOrdersTheFreeingStr
   gate.open_and_wait();
   mine.synchronize();
   EXPECT_TRUE(mine.query());
+}
+
+// Views of one allocation (device_view_storage): each its own storage; the allocation goes back
+// once, when the last view and the owner are gone, and record_stream through a view orders that
+// free after the recorded stream.
+TEST_F(MemoryResourceTest, DeviceViewStoragesShareOneAllocation) {
+  CountingResource counting;
+  ResourceScope scope(kSim0, &counting);
+  const Stream mine = current_stream(kSim0);
+  const Stream side = get_stream_from_pool(kSim0);
+  Gate gate(side);
+  {
+    Storage a, b;
+    {
+      const Tensor block = empty({1024}, TensorOptions(kUInt8).device(kSim0));
+      a = memory::device_view_storage(block.storage(), 0, 256);
+      b = memory::device_view_storage(a, 256, 512);  // a view of a view: still the block
+      EXPECT_EQ(static_cast<char*>(b.data()), static_cast<char*>(block.data_ptr()) + 256);
+      EXPECT_EQ(b.nbytes(), 512u);
+      EXPECT_EQ(b.device(), kSim0);
+      EXPECT_FALSE(a.is_alias_of(b));
+      EXPECT_EQ(memory::storage_memory_resource(b), &counting);
+      EXPECT_EQ(memory::storage_allocation_stream(b), mine);
+      EXPECT_THROW((void)memory::device_view_storage(block.storage(), 1000, 25), Error);
+      EXPECT_THROW((void)memory::device_view_storage(randn({4}).storage(), 0, 4), Error);
+    }
+    EXPECT_EQ(counting.deallocs.load(), 0) << "the views keep the allocation";
+    a = Storage();
+    EXPECT_EQ(counting.deallocs.load(), 0);
+    memory::record_stream(b, side);
+  }
+  EXPECT_EQ(counting.deallocs.load(), 1);
+  EXPECT_EQ(counting.allocs.load(), 1);
+  EXPECT_FALSE(mine.query()) << "record_stream through the view should order the free";
+  gate.open_and_wait();
+  mine.synchronize();
 }
 
 TEST_F(MemoryResourceTest, TheFrontChecksWhatResourcesReturn) {
