@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench/copy_bench.h"
+#include "bench/timing.h"
 #include "ferry/backends/cpu/simd.h"
 #include "ferry/core/error.h"
 #include "ferry/ferry.h"
@@ -22,25 +23,6 @@
 
 namespace ferry::bench {
 namespace {
-
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-template <class F>
-double time_ms(F&& f) {
-  const double t0 = now_ms();
-  f();
-  return now_ms() - t0;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 Spec make(std::string name, Layout layout, std::vector<int64_t> sizes, ScalarType src,
           ScalarType dst) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "ferry/backends/sim/sim.h"
 #include "ferry/device/backend.h"
 #include "ferry/device/runtime.h"
@@ -29,12 +30,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 enum class Kind { kH2D, kD2H, kD2D };

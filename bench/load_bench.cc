@@ -79,16 +79,10 @@ std::pair<double, double> interleaved(const std::function<void()>& op,
     a.push_back(ms_of(op));
     b.push_back(ms_of(baseline));
   }
-  return {median_of(a), median_of(b)};
+  return {median(a), median(b)};
 }
 
 }  // namespace
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::string cpu_model_name() {
   if (FILE* p = ::popen("lscpu 2>/dev/null", "r")) {
@@ -223,10 +217,10 @@ int run_load_bench(const LoadBenchOptions& o) {
         }));
       }
     }
-    const double mb = median_of(buffered);
+    const double mb = median(buffered);
     std::printf("  pinned, buffered reads: %9.2f ms %7.2f GB/s\n", mb, bytes / mb / 1e6);
     if (direct) {
-      const double md = median_of(directs);
+      const double md = median(directs);
       std::printf("  pinned, O_DIRECT reads: %9.2f ms %7.2f GB/s  (buffered / direct time %.2f)\n",
                   md, bytes / md / 1e6, mb / md);
     } else {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/model_shapes.h"
+#include "bench/timing.h"  // median, shared with the module and torch benches
 
 namespace ferry::bench {
 
@@ -26,8 +27,6 @@ int run_load_bench(const LoadBenchOptions& options);
 
 // "AMD EPYC ..." from lscpu (or /proc/cpuinfo); "unknown CPU" when neither says.
 std::string cpu_model_name();
-
-double median_of(std::vector<double> v);
 
 // The module part (bench/module_bench.cc): prints its tables.
 void run_module_bench(int repeat, bool quick);

@@ -65,7 +65,7 @@ TorchModuleTimes time_torch_module(const std::vector<TensorShape>& shapes, int r
       for (auto& [dst, src] : pairs) dst.copy_(src);
     }));
   }
-  return {median_of(to), median_of(load)};
+  return {median(to), median(load)};
 }
 
 const char* torch_version_string() { return TORCH_VERSION; }

@@ -121,11 +121,11 @@ void run_module_bench(int repeat, bool quick) {
       current_stream(dev).synchronize();
       m->cpu();
     }
-    const double to_ms = median_of(t_to), flat_ms = median_of(t_flat);
+    const double to_ms = median(t_to), flat_ms = median(t_flat);
     std::printf("%-10s %7lld %8.1f %9.2f %13.2f %6.2f %13.2f %14.2f %15.2f %13.2f\n", model.name,
                 static_cast<long long>(p.tensors), static_cast<double>(p.bytes) / (1 << 20), to_ms,
                 flat_ms, to_ms / flat_ms, (to_ms - flat_ms) * 1e3 / static_cast<double>(p.tensors),
-                median_of(t_unlanded), median_of(t_naive), median_of(t_call));
+                median(t_unlanded), median(t_naive), median(t_call));
   }
   std::printf(
       "ratio = to ms / contiguous ms (target <= 1.1); us/tensor = (to - contiguous) / "
@@ -160,10 +160,10 @@ void run_module_bench(int repeat, bool quick) {
     }
 #if defined(FERRY_HAVE_TORCH)
     const TorchModuleTimes torch = time_torch_module(shapes, runs);
-    std::printf("%-10s %16.2f %16.2f %20.2f %22.2f\n", name, median_of(t_to), torch.to_bf16_ms,
-                median_of(t_load), torch.load_ms);
+    std::printf("%-10s %16.2f %16.2f %20.2f %22.2f\n", name, median(t_to), torch.to_bf16_ms,
+                median(t_load), torch.load_ms);
 #else
-    std::printf("%-10s %16.2f %20.2f\n", name, median_of(t_to), median_of(t_load));
+    std::printf("%-10s %16.2f %20.2f\n", name, median(t_to), median(t_load));
 #endif
   }
 }

@@ -16,30 +16,12 @@
 #include <vector>
 
 #include "bench/fma_peak.h"
+#include "bench/timing.h"
 #include "ferry/core/error.h"
 #include "ferry/ferry.h"
 
 namespace ferry::bench {
 namespace {
-
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-template <class F>
-double time_ms(F&& f) {
-  const double t0 = now_ms();
-  f();
-  return now_ms() - t0;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 Tensor randn_in(IntArrayRef sizes, ScalarType dtype, bool channels_last = false) {
   Tensor t = randn(sizes, TensorOptions(kFloat32)).to(dtype);
