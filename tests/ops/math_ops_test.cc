@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
 
 #include "ferry/ferry.h"
 #include "tests/support/errors.h"
@@ -180,6 +183,29 @@ TEST(Reductions, ValuesDtypesAndShapes) {
   EXPECT_EQ(vec({1, NAN, 3}).argmax().item<int64_t>(), 1);
   EXPECT_EQ(zeros({0, 3}).sum().item<float>(), 0);
   EXPECT_THROW(zeros({0, 3}).amax({0}), IndexError);
+}
+
+// Signed integer overflow wraps modulo 2^bits, as PyTorch's CPU kernels give it (torch 1.13:
+// tensor([2**63 - 1, 1]).sum() is -2**63); in C++ it would be undefined, which UBSan reports.
+TEST(IntegerOverflow, WrapsAsPyTorchInSumsAndArithmetic) {
+  constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin64 = std::numeric_limits<int64_t>::min();
+  constexpr int32_t kMax32 = std::numeric_limits<int32_t>::max();
+  constexpr int32_t kMin32 = std::numeric_limits<int32_t>::min();
+  std::vector<int64_t> big = {kMax64, 1, kMax64, kMax64};
+  const Tensor b = from_blob(big.data(), {4}, kInt64);
+  EXPECT_EQ(b.sum().item<int64_t>(), kMax64 - 1);  // 3·(2^63 − 1) + 1 mod 2^64
+  EXPECT_EQ(b.slice(0, 0, 2).sum().item<int64_t>(), kMin64);
+  std::vector<int32_t> edge = {kMax32, kMin32};
+  const Tensor e = from_blob(edge.data(), {2}, kInt32);
+  const Tensor one = ones({2}, kInt32);
+  EXPECT_EQ(e.add(one)[0].item<int32_t>(), kMin32);
+  EXPECT_EQ(e.sub(one)[1].item<int32_t>(), kMax32);
+  EXPECT_EQ(e.add(one, 3)[0].item<int32_t>(), kMin32 + 2);
+  EXPECT_EQ(e.mul(e)[0].item<int32_t>(), 1);  // (2^31 − 1)^2 mod 2^32
+  EXPECT_EQ(e.neg()[1].item<int32_t>(), kMin32);
+  EXPECT_EQ(e.abs()[1].item<int32_t>(), kMin32);
+  EXPECT_EQ(e.pow(2)[1].item<int32_t>(), 0);
 }
 
 TEST(LazyBits, ANegatedViewReadsNegatedInEveryOperator) {

@@ -8,6 +8,7 @@
 #include <numbers>
 #include <type_traits>
 
+#include "ferry/backends/cpu/math/wrapping.h"
 #include "ferry/core/error.h"
 #include "ferry/iter/elementwise_stub.h"
 
@@ -100,8 +101,8 @@ template <typename C>
 C int_pow(C base, int64_t exp) {
   C result = 1;
   while (exp > 0) {
-    if (exp & 1) result = static_cast<C>(result * base);
-    base = static_cast<C>(base * base);
+    if (exp & 1) result = static_cast<C>(wrapping_mul(result, base));
+    base = static_cast<C>(wrapping_mul(base, base));
     exp >>= 1;
   }
   return result;
@@ -183,11 +184,12 @@ void run_unary(const TensorIterator& iter, const ElementwiseOp& op) {
   } else if constexpr (!std::is_same_v<T, bool>) {
     switch (op.kind) {
       case ElementwiseKind::Neg:
-        return unary_loop<T, T>(iter, [&](T x) { return static_cast<T>(-c(x)); });
+        return unary_loop<T, T>(iter, [&](T x) { return static_cast<T>(wrapping_neg(c(x))); });
       case ElementwiseKind::Relu:
         return unary_loop<T, T>(iter, [&](T x) { return x < T(0) ? T(0) : x; });
       case ElementwiseKind::Abs:
-        return unary_loop<T, T>(iter, [&](T x) { return static_cast<T>(x < T(0) ? -x : x); });
+        return unary_loop<T, T>(
+            iter, [&](T x) { return static_cast<T>(x < T(0) ? wrapping_neg(x) : x); });
       case ElementwiseKind::Sign:
         return unary_loop<T, T>(iter, [&](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); });
       case ElementwiseKind::Pow: {
@@ -247,13 +249,17 @@ void run_binary(const TensorIterator& iter, const ElementwiseOp& op) {
     const C alpha = op.alpha.to<C>();
     switch (op.kind) {
       case ElementwiseKind::Add:
-        if (alpha == C(1)) return run_binary_with<T, T>(iter, op, [](C a, C b) { return a + b; });
-        return run_binary_with<T, T>(iter, op, [=](C a, C b) { return a + alpha * b; });
+        if (alpha == C(1))
+          return run_binary_with<T, T>(iter, op, [](C a, C b) { return wrapping_add(a, b); });
+        return run_binary_with<T, T>(
+            iter, op, [=](C a, C b) { return wrapping_add(a, wrapping_mul(alpha, b)); });
       case ElementwiseKind::Sub:
-        if (alpha == C(1)) return run_binary_with<T, T>(iter, op, [](C a, C b) { return a - b; });
-        return run_binary_with<T, T>(iter, op, [=](C a, C b) { return a - alpha * b; });
+        if (alpha == C(1))
+          return run_binary_with<T, T>(iter, op, [](C a, C b) { return wrapping_sub(a, b); });
+        return run_binary_with<T, T>(
+            iter, op, [=](C a, C b) { return wrapping_sub(a, wrapping_mul(alpha, b)); });
       case ElementwiseKind::Mul:
-        return run_binary_with<T, T>(iter, op, [](C a, C b) { return a * b; });
+        return run_binary_with<T, T>(iter, op, [](C a, C b) { return wrapping_mul(a, b); });
       case ElementwiseKind::ReluBackward:
         return run_binary_with<T, T>(iter, op, [](C g, C y) { return y > C(0) ? g : C(0); });
       default:

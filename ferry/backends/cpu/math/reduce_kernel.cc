@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "ferry/backends/cpu/math/math_kernels.h"
+#include "ferry/backends/cpu/math/wrapping.h"
 #include "ferry/core/convert.h"
 #include "ferry/core/error.h"
 #include "ferry/iter/parallel.h"
@@ -113,7 +114,7 @@ void reduce_typed(const Tensor& out, const Tensor& input, const ReducePlan& p, R
         case ReduceKind::Sum:
         case ReduceKind::Mean: {
           Acc acc = 0;
-          walk_reduced(p, base, [&](In v) { acc += static_cast<Acc>(v); });
+          walk_reduced(p, base, [&](In v) { acc = wrapping_add(acc, static_cast<Acc>(v)); });
           if (kind == ReduceKind::Mean) {
             o[out_off] =
                 convert_value<Out>(static_cast<double>(acc) / static_cast<double>(p.reduced));
