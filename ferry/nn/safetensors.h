@@ -2,7 +2,8 @@
 // (safetensors_format.h) and then hands out tensors in the file's order in one of four ways:
 // zero-copy views of a private mapping of the file (the default on the CPU), one pinned block from
 // the pinned caching allocator, ordinary host memory, or a device, reached through pinned staging
-// chunks whose reads overlap the device copies. Every failure is a ferry::Error naming the file.
+// chunks whose reads overlap the device copies. Every failure is a ferry::Error naming the file;
+// a BOOL tensor holding a byte other than 0 or 1 is one (on every path, as its bytes are read).
 #pragma once
 
 #include <cstddef>

@@ -40,6 +40,18 @@ Tensor copied_out(const void* p, const TensorInfo& info, bool pinned) {
   return t;
 }
 
+// A BOOL tensor's bytes must be 0 or 1: any other byte is not a bool, and the kernels that read
+// it as one would misbehave. `bytes` holds the tensor's bytes [offset, offset + n).
+void check_bool_bytes(const File& file, const TensorInfo& info, const void* bytes, uint64_t n,
+                      uint64_t offset = 0) {
+  if (info.dtype != kBool) return;
+  const auto* b = static_cast<const unsigned char*>(bytes);
+  const auto* bad = std::find_if(b, b + n, [](unsigned char v) { return v > 1; });
+  FERRY_CHECK(bad == b + n, "safetensors: ", file.path(), ": tensor '", info.name,
+              "': expected BOOL bytes of 0 or 1, found ", static_cast<int>(*bad), " at element ",
+              offset + static_cast<uint64_t>(bad - b));
+}
+
 struct Mapping {
   void* address = nullptr;
   size_t length = 0;
@@ -66,6 +78,7 @@ void read_to_host(const File& file, const ReadTarget& t, uint64_t chunk,
   for (uint64_t off = 0; off < info.nbytes(); off += chunk) {
     const uint64_t len = std::min(chunk, info.nbytes() - off);
     file.read(dst + off, file.header().data_offset + info.begin + off, len);
+    check_bool_bytes(file, info, dst + off, len, off);
     progress.advance(len);
   }
   t.dst.storage().bump_version();
@@ -118,6 +131,9 @@ void stream_to_device(const File& file, const std::vector<const ReadTarget*>& ta
         const uint64_t b = std::max(info.begin, lo);
         const uint64_t e = std::min(info.end, hi);
         if (e > b) {
+          check_bool_bytes(file, info,
+                           static_cast<const char*>(slot.buffer.data_ptr()) + base + b - cs, e - b,
+                           b - info.begin);
           Tensor dst = byte_view(targets[k]->dst, b - info.begin, e - b);
           dst.copy_(byte_view(slot.buffer, base + b - cs, e - b), /*non_blocking=*/true);
         }
@@ -178,6 +194,7 @@ TensorDict load_mapped(const File& file) {
   out.reserve(file.header().tensors.size());
   for (const TensorInfo& info : file.header().tensors) {
     char* data = static_cast<char*>(p) + file.header().data_offset + info.begin;
+    check_bool_bytes(file, info, data, info.nbytes());
     if (!aligned_for(data, info.dtype)) {
       out.insert(info.name, copied_out(data, info, false));
       continue;
@@ -209,6 +226,7 @@ TensorDict load_pinned(const File& file, const LoadOptions& options, ProgressRep
   out.reserve(h.tensors.size());
   for (const TensorInfo& info : h.tensors) {
     const uint64_t at = skew + info.begin;
+    check_bool_bytes(file, info, base + at, info.nbytes());
     if (!aligned_for(base + at, info.dtype)) {
       out.insert(info.name, copied_out(base + at, info, true));
       continue;

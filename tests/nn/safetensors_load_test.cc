@@ -312,6 +312,27 @@ TEST(SafetensorsProgress, DrawsOnlyOnTerminalsAndAboveTheThreshold) {
   EXPECT_THAT(text, HasSubstr("1.00 GiB / 1.00 GiB"));
 }
 
+// A BOOL tensor whose bytes are not all 0 or 1 (a corrupt or hostile file) is refused on every
+// load path, naming the tensor, the byte and the element, before any kernel reads it as bool.
+TEST_F(SafetensorsLoadTest, BoolTensorsWithOtherBytesAreRefusedOnEveryPath) {
+  std::string image = file_image(R"({"m":{"dtype":"BOOL","shape":[5],"data_offsets":[0,5]}})");
+  image.append(std::string("\x01\x00\x01\xfe\x00", 5));
+  const std::string path = scratch_path("bool.safetensors");
+  write_file(path, image);
+  for (const st::LoadOptions& o :
+       {st::LoadOptions{}, st::LoadOptions{.host_memory = st::HostMemory::kPinned},
+        st::LoadOptions{.host_memory = st::HostMemory::kPageable},
+        st::LoadOptions{.device = kSim0}}) {
+    EXPECT_THAT(error_of([&] { (void)st::load(path, o); }),
+                HasSubstr(path + ": tensor 'm': expected BOOL bytes of 0 or 1, found 254 at "
+                                 "element 3"));
+  }
+  image.back() = '\x01';
+  image[image.size() - 2] = '\x00';
+  write_file(path, image);
+  EXPECT_EQ(st::load(path)["m"].sum().item<int64_t>(), 3);
+}
+
 TEST_F(SafetensorsLoadTest, LoadErrorsNameTheFile) {
   EXPECT_THAT(error_of([] { (void)st::load("/nonexistent/x.safetensors"); }),
               HasSubstr("safetensors: /nonexistent/x.safetensors: cannot open the file"));
