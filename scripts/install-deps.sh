@@ -6,7 +6,8 @@
 # Usage: scripts/install-deps.sh [--torch]
 #   --torch adds PyTorch: libtorch-dev (the C++ benchmarks' comparison) and python3-torch (the
 #   operator comparison with PyTorch in tests/reference, the pytest round-trips with torch and
-#   bench/python_overhead.py). CI passes it; without it those tests skip, saying why.
+#   bench/python_overhead.py) with python3-torchvision (the model comparisons in tests/nn). CI passes
+#   it; without it those tests skip, saying why.
 set -euo pipefail
 
 # libdnnl-dev's CMake config looks for OpenCL (Debian builds oneDNN with its OpenCL GPU runtime)
@@ -17,7 +18,7 @@ packages=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev l
           python3 python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest
           python3-matplotlib python3-venv)
 if [[ "${1:-}" == "--torch" ]]; then
-  packages+=(libtorch-dev python3-torch)
+  packages+=(libtorch-dev python3-torch python3-torchvision)
 fi
 
 missing=()
