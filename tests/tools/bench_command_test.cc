@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/support/tool.h"
+#include "tests/tools/bench_json.h"
 
 namespace ferry {
 namespace {
@@ -22,64 +23,32 @@ using ::testing::HasSubstr;
 
 using testing::run_ferry_tool;
 using Result = testing::ToolRun;
-
-// The tool is built without the benchmarks in the sanitizer configurations (FERRY_BUILD_BENCH
-// is OFF there to save build time); CMake tells this test which configuration it belongs to.
-bool bench_built() {
-#if defined(FERRY_TEST_BENCH_BUILT)
-  return true;
-#else
-  return false;
-#endif
-}
-
-// The numeric value of `"key": <number>` in one JSON record, or -1 when absent.
-double field(const std::string& record, const std::string& key) {
-  const std::string needle = "\"" + key + "\": ";
-  const size_t at = record.find(needle);
-  if (at == std::string::npos) return -1;
-  return std::strtod(record.c_str() + at + needle.size(), nullptr);
-}
-
-// Every line of the JSON file that holds one case record.
-std::vector<std::string> records(const std::string& json) {
-  std::vector<std::string> out;
-  std::istringstream in(json);
-  for (std::string line; std::getline(in, line);) {
-    if (line.find("{\"case\": ") != std::string::npos) out.push_back(line);
-  }
-  return out;
-}
+using testing::bench_built;
+using testing::json_field;
+using testing::json_records;
 
 TEST(BenchCommand, QuickCopyBenchWritesEveryCaseToJson) {
   FERRY_SKIP_WITHOUT_TOOL();
   if (!bench_built()) GTEST_SKIP() << "this build has no benchmarks (FERRY_BUILD_BENCH=OFF)";
-  const std::filesystem::path json =
-      std::filesystem::temp_directory_path() / ("ferry_bench_test_" + std::to_string(getpid()));
-  const Result r = run_ferry_tool(
+  const testing::BenchJsonRun b = testing::run_bench_with_json(
       "bench --quick --repeat 10 --threads 1,2 --filter "
-      "'^(contig_f32|transpose2d_f32_1024|copy_1_f32)$' --json " +
-      json.string());
-  ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("xmemcpy"));
-  std::ifstream in(json);
-  ASSERT_TRUE(in.good()) << "no JSON file at " << json << "\n" << r.out;
-  std::stringstream text;
-  text << in.rdbuf();
-  std::filesystem::remove(json);
-  const std::vector<std::string> rows = records(text.str());
-  ASSERT_EQ(rows.size(), 6u) << text.str();  // 3 cases x 2 thread counts
+      "'^(contig_f32|transpose2d_f32_1024|copy_1_f32)$'");
+  ASSERT_EQ(b.run.status, 0) << b.run.out;
+  EXPECT_THAT(b.run.out, HasSubstr("xmemcpy"));
+  ASSERT_FALSE(b.json.empty()) << "no JSON file written\n" << b.run.out;
+  const std::vector<std::string>& rows = b.records;
+  ASSERT_EQ(rows.size(), 6u) << b.json;  // 3 cases x 2 thread counts
   for (const std::string& row : rows) {
-    EXPECT_TRUE(field(row, "threads") == 1 || field(row, "threads") == 2) << row;
+    EXPECT_TRUE(json_field(row, "threads") == 1 || json_field(row, "threads") == 2) << row;
     if (row.find("copy_1_f32") != std::string::npos) {
-      EXPECT_GT(field(row, "ns_per_call"), 0) << row;
-      EXPECT_LE(field(row, "ns_per_call_min"), field(row, "ns_per_call")) << row;
+      EXPECT_GT(json_field(row, "ns_per_call"), 0) << row;
+      EXPECT_LE(json_field(row, "ns_per_call_min"), json_field(row, "ns_per_call")) << row;
     } else {
-      EXPECT_GT(field(row, "ms"), 0) << row;
-      EXPECT_GT(field(row, "memcpy_ms"), 0) << row;
-      EXPECT_GT(field(row, "ratio_memcpy"), 0) << row;
-      EXPECT_LE(field(row, "ms_min"), field(row, "ms")) << row;
-      EXPECT_GE(field(row, "ms_max"), field(row, "ms")) << row;
+      EXPECT_GT(json_field(row, "ms"), 0) << row;
+      EXPECT_GT(json_field(row, "memcpy_ms"), 0) << row;
+      EXPECT_GT(json_field(row, "ratio_memcpy"), 0) << row;
+      EXPECT_LE(json_field(row, "ms_min"), json_field(row, "ms")) << row;
+      EXPECT_GE(json_field(row, "ms_max"), json_field(row, "ms")) << row;
     }
   }
 }
@@ -121,7 +90,7 @@ TEST(BenchCommand, JsonToStdoutIsTheOnlyThingOnStdout) {
       "bench --quick --repeat 10 --threads 1 --filter '^contig_f32$' --json - 2>/dev/null | cat");
   ASSERT_FALSE(r.out.empty());
   EXPECT_EQ(r.out.front(), '{') << r.out;
-  EXPECT_EQ(records(r.out).size(), 1u) << r.out;
+  EXPECT_EQ(json_records(r.out).size(), 1u) << r.out;
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("xmemcpy")));
   const Result table = run_ferry_tool(
       "bench --quick --repeat 10 --threads 1 --filter '^contig_f32$' --json - 2>&1 >/dev/null | "

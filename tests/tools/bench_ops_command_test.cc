@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/support/tool.h"
+#include "tests/tools/bench_json.h"
 
 namespace ferry {
 namespace {
@@ -21,59 +22,31 @@ namespace {
 using ::testing::HasSubstr;
 using testing::run_ferry_tool;
 using Result = testing::ToolRun;
-
-bool bench_built() {
-#if defined(FERRY_TEST_BENCH_BUILT)
-  return true;
-#else
-  return false;
-#endif
-}
-
-double field(const std::string& record, const std::string& key) {
-  const std::string needle = "\"" + key + "\": ";
-  const size_t at = record.find(needle);
-  if (at == std::string::npos) return -1;
-  return std::strtod(record.c_str() + at + needle.size(), nullptr);
-}
-
-std::vector<std::string> records(const std::string& json) {
-  std::vector<std::string> out;
-  std::istringstream in(json);
-  for (std::string line; std::getline(in, line);) {
-    if (line.find("{\"case\": ") != std::string::npos) out.push_back(line);
-  }
-  return out;
-}
+using testing::bench_built;
+using testing::json_field;
+using testing::json_records;
 
 TEST(BenchOpsCommand, QuickRunWritesEveryCaseToJson) {
   FERRY_SKIP_WITHOUT_TOOL();
   if (!bench_built()) GTEST_SKIP() << "this build has no benchmarks (FERRY_BUILD_BENCH=OFF)";
-  const std::filesystem::path json =
-      std::filesystem::temp_directory_path() / ("ferry_bench_ops_test_" + std::to_string(getpid()));
-  const Result r = run_ferry_tool(
-      "bench-ops --quick --threads 1,2 --filter '^(matmul|add_1elem$|conv3x3.*nhwc|mlp)' --json " +
-      json.string());
-  ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("FMA peak"));
-  EXPECT_THAT(r.out, HasSubstr("met?"));
-  std::ifstream in(json);
-  ASSERT_TRUE(in.good()) << "no JSON file at " << json << "\n" << r.out;
-  std::stringstream text;
-  text << in.rdbuf();
-  std::filesystem::remove(json);
-  const std::vector<std::string> rows = records(text.str());
-  ASSERT_EQ(rows.size(), 8u) << text.str();  // 4 cases x 2 thread counts
+  const testing::BenchJsonRun b = testing::run_bench_with_json(
+      "bench-ops --quick --threads 1,2 --filter '^(matmul|add_1elem$|conv3x3.*nhwc|mlp)'");
+  ASSERT_EQ(b.run.status, 0) << b.run.out;
+  EXPECT_THAT(b.run.out, HasSubstr("FMA peak"));
+  EXPECT_THAT(b.run.out, HasSubstr("met?"));
+  ASSERT_FALSE(b.json.empty()) << "no JSON file written\n" << b.run.out;
+  const std::vector<std::string>& rows = b.records;
+  ASSERT_EQ(rows.size(), 8u) << b.json;  // 4 cases x 2 thread counts
   for (const std::string& row : rows) {
-    EXPECT_TRUE(field(row, "threads") == 1 || field(row, "threads") == 2) << row;
+    EXPECT_TRUE(json_field(row, "threads") == 1 || json_field(row, "threads") == 2) << row;
     const bool per_call = row.find("add_1elem") != std::string::npos;
     const std::string unit = per_call ? "ns_per_call" : "ms";
-    EXPECT_GT(field(row, unit), 0) << row;
-    EXPECT_LE(field(row, unit + "_min"), field(row, unit)) << row;
-    EXPECT_GE(field(row, unit + "_max"), field(row, unit)) << row;
+    EXPECT_GT(json_field(row, unit), 0) << row;
+    EXPECT_LE(json_field(row, unit + "_min"), json_field(row, unit)) << row;
+    EXPECT_GE(json_field(row, unit + "_max"), json_field(row, unit)) << row;
     if (row.find("matmul") != std::string::npos) {
-      EXPECT_GT(field(row, "peak_gflops"), 0) << row;
-      EXPECT_GT(field(row, "peak_fraction"), 0) << row;
+      EXPECT_GT(json_field(row, "peak_gflops"), 0) << row;
+      EXPECT_GT(json_field(row, "peak_fraction"), 0) << row;
     }
   }
 }
