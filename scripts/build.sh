@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds ferry into a build directory.
 # Usage: scripts/build.sh <build-dir> [extra cmake arguments...]
-# Environment: FERRY_BUILD_TARGET builds only that target (e.g. ferry_cli) instead of everything.
+# Environment: FERRY_BUILD_TARGET builds only those targets (space-separated, e.g. "ferry_cli
+#   ferry_device_tests") instead of everything.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:?usage: scripts/build.sh <build-dir> [cmake args...]}
@@ -9,5 +10,8 @@ shift
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 target=()
-[[ -n "${FERRY_BUILD_TARGET:-}" ]] && target=(--target "$FERRY_BUILD_TARGET")
+if [[ -n "${FERRY_BUILD_TARGET:-}" ]]; then
+  read -r -a names <<<"$FERRY_BUILD_TARGET"
+  target=(--target "${names[@]}")
+fi
 cmake --build "$build" -j "$jobs" "${target[@]}"
