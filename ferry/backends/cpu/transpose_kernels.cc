@@ -1,8 +1,6 @@
 // Register-tile transposes, compiled once per SIMD target (Highway) and chosen at run time: a
 // square tile of N vectors of N lanes is transposed by log2(N) stages of block swaps, with the
 // float32 <-> bfloat16/half conversions folded in. Stored bits equal ferry::convert_value's.
-#include "ferry/backends/cpu/hwy_targets.h"
-
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ferry/backends/cpu/transpose_kernels.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -19,6 +17,7 @@
 #include "ferry/backends/cpu/convert-inl.h"
 #include "ferry/backends/cpu/copy_kernels.h"
 #include "ferry/backends/cpu/copy_tuning.h"
+#include "ferry/backends/cpu/hwy_dispatch.h"
 #include "ferry/backends/cpu/simd.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -677,15 +676,15 @@ HWY_EXPORT(TransposeTiles);
 
 namespace kernels {
 
-int transpose_tile(TransposeOp op) { return HWY_DYNAMIC_DISPATCH(TransposeTileSize)(op); }
+int transpose_tile(TransposeOp op) { return FERRY_DISPATCH(TransposeTileSize)(op); }
 
-int transpose_stream_rows(TransposeOp op) { return HWY_DYNAMIC_DISPATCH(TransposeStreamRows)(op); }
+int transpose_stream_rows(TransposeOp op) { return FERRY_DISPATCH(TransposeStreamRows)(op); }
 
-int transpose_stream_cols(TransposeOp op) { return HWY_DYNAMIC_DISPATCH(TransposeStreamCols)(op); }
+int transpose_stream_cols(TransposeOp op) { return FERRY_DISPATCH(TransposeStreamCols)(op); }
 
-bool transpose_native_bf16(TransposeOp op) { return HWY_DYNAMIC_DISPATCH(TransposeNativeBF16)(op); }
+bool transpose_native_bf16(TransposeOp op) { return FERRY_DISPATCH(TransposeNativeBF16)(op); }
 
-void transpose_tiles(const TransposeRect& rect) { HWY_DYNAMIC_DISPATCH(TransposeTiles)(rect); }
+void transpose_tiles(const TransposeRect& rect) { FERRY_DISPATCH(TransposeTiles)(rect); }
 
 }  // namespace kernels
 }  // namespace ferry::cpu
