@@ -20,6 +20,38 @@ namespace {
 using kernels::ConjNeg;
 using kernels::TransposeOp;
 
+// Note [short runs]
+// A Memcpy whose dim-0 runs are at most kShortRunBytes (permute(1, 0, 2) of rows of 8 float32:
+// 32-byte runs) spent about 20 ns per run on the call and the odometer, 0.11x memcpy. Whole runs
+// along dim 1 are copied in a tight loop instead, by a copy whose size is a compile-time constant
+// where it is a power of two.
+constexpr int64_t kShortRunBytes = 64;
+
+template <size_t kBytes>
+void copy_runs_of(char* dst, int64_t dst1, const char* src, int64_t src1, int64_t runs) {
+  for (int64_t r = 0; r < runs; ++r) std::memcpy(dst + r * dst1, src + r * src1, kBytes);
+}
+
+void copy_short_runs(char* dst, int64_t dst1, const char* src, int64_t src1, int64_t bytes,
+                     int64_t runs) {
+  switch (bytes) {
+    case 4:
+      return copy_runs_of<4>(dst, dst1, src, src1, runs);
+    case 8:
+      return copy_runs_of<8>(dst, dst1, src, src1, runs);
+    case 16:
+      return copy_runs_of<16>(dst, dst1, src, src1, runs);
+    case 32:
+      return copy_runs_of<32>(dst, dst1, src, src1, runs);
+    case 64:
+      return copy_runs_of<64>(dst, dst1, src, src1, runs);
+    default:
+      for (int64_t r = 0; r < runs; ++r) {
+        std::memcpy(dst + r * dst1, src + r * src1, static_cast<size_t>(bytes));
+      }
+  }
+}
+
 // Elements [lo, hi) of the problem in dst's order (dim 0 fastest), as runs along dim 0.
 void run_rows(const CopyProblem& p, CopyKernelKind kind, ConjNeg flags, bool stream, int64_t lo,
               int64_t hi) {
@@ -43,7 +75,31 @@ void run_rows(const CopyProblem& p, CopyKernelKind kind, ConjNeg flags, bool str
     dst += idx[d] * p.dst_strides[d];
     src += idx[d] * p.src_strides[d];
   }
+  const bool short_runs = kind == CopyKernelKind::Memcpy && nd >= 2 && n0 * elem <= kShortRunBytes;
   for (int64_t remaining = hi - lo;;) {
+    if (short_runs && col == 0 && remaining >= n0) {
+      // Whole runs along dim 1 (Note [short runs]); a partial last run takes the path below.
+      const int64_t k = std::min(p.sizes[1] - idx[1], remaining / n0);
+      copy_short_runs(dst, p.dst_strides[1], src, p.src_strides[1], n0 * elem, k);
+      remaining -= k * n0;
+      if (remaining == 0) return;
+      idx[1] += k;
+      dst += k * p.dst_strides[1];
+      src += k * p.src_strides[1];
+      if (idx[1] < p.sizes[1]) continue;
+      dst -= p.sizes[1] * p.dst_strides[1];
+      src -= p.sizes[1] * p.src_strides[1];
+      idx[1] = 0;
+      for (int d = 2; d < nd; ++d) {  // odometer over the dims beyond 1
+        dst += p.dst_strides[d];
+        src += p.src_strides[d];
+        if (++idx[d] < p.sizes[d]) break;
+        dst -= p.sizes[d] * p.dst_strides[d];
+        src -= p.sizes[d] * p.src_strides[d];
+        idx[d] = 0;
+      }
+      continue;
+    }
     const int64_t m = std::min(n0 - col, remaining);
     if (kind == CopyKernelKind::Memcpy) {
       kernels::copy_bytes(dst, src, static_cast<size_t>(m * elem), stream);
