@@ -1,7 +1,8 @@
 // The main() of every ferry test executable: prints the random seed the run uses, so that a
 // failing randomized test can be replayed with FERRY_TEST_SEED=<seed>. Under FERRY_CPU_TARGET
 // (the per-target runs of the CPU tests), prints the SIMD target, and skips the whole run (exit
-// code 77, ctest's SKIP_RETURN_CODE) when this CPU does not support a target ferry knows.
+// code 77, ctest's SKIP_RETURN_CODE) when this CPU, or a build with fewer SIMD targets
+// (FERRY_SIMD_TARGETS=STATIC), does not support a target ferry knows.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -23,8 +24,8 @@ int main(int argc, char** argv) {
       std::string names;
       for (const std::string& t : available) names += " " + ferry::cpu::cpu_target_alias(t);
       std::printf(
-          "ferry tests: skipped: FERRY_CPU_TARGET=%s, which this CPU does not support "
-          "(it supports:%s)\n",
+          "ferry tests: skipped: FERRY_CPU_TARGET=%s, which this CPU (or this build's SIMD "
+          "targets) does not support (available:%s)\n",
           target, names.c_str());
       return 77;
     }
