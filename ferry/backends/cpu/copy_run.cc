@@ -213,35 +213,6 @@ void run_narrow(const CopyProblem& p, InterleaveFn fn, int64_t lo, int64_t hi) {
   }
 }
 
-// Element (i, j) of a bi x bj rectangle from src + i * src_i + j * kSize to dst + j * dst_j +
-// i * kSize, src rows outer.
-template <size_t kSize>
-void move_untiled_of(char* dst, int64_t dst_j, const char* src, int64_t src_i, int64_t bi,
-                     int64_t bj) {
-  constexpr auto kStep = static_cast<int64_t>(kSize);
-  for (int64_t i = 0; i < bi; ++i) {
-    for (int64_t j = 0; j < bj; ++j) {
-      std::memcpy(dst + j * dst_j + i * kStep, src + i * src_i + j * kStep, kSize);
-    }
-  }
-}
-
-void move_untiled(char* dst, int64_t dst_j, const char* src, int64_t src_i, int64_t bi, int64_t bj,
-                  int64_t size) {
-  switch (size) {
-    case 1:
-      return move_untiled_of<1>(dst, dst_j, src, src_i, bi, bj);
-    case 2:
-      return move_untiled_of<2>(dst, dst_j, src, src_i, bi, bj);
-    case 4:
-      return move_untiled_of<4>(dst, dst_j, src, src_i, bi, bj);
-    case 8:
-      return move_untiled_of<8>(dst, dst_j, src, src_i, bi, bj);
-    default:
-      return move_untiled_of<16>(dst, dst_j, src, src_i, bi, bj);
-  }
-}
-
 // A transpose over dims 0 (i: dst contiguous) and k (j: src contiguous); other dims are outer.
 struct Transpose {
   const CopyProblem& p;
@@ -305,14 +276,6 @@ struct Transpose {
             {buffer, dst + j0 * dst_j, bi_t, m, m * dst_size, dst_j, op, stream, false, panel});
       }
     } else {
-      if (tile == 0 && p.dst_dtype == p.src_dtype && !flags.any()) {
-        // Nothing to convert and no tiles for the size (16-byte complex; every size on one-lane
-        // targets): each element straight to dst by a fixed-size copy, src read along its rows.
-        // Through the buffer it was a strided run per column and a second pass: 0.11x memcpy
-        // for complex128.
-        move_untiled(dst, dst_j, src, src_i, bi, bj, src_size);
-        return;
-      }
       // Transpose src elements into the buffer (dst's layout, src's dtype), then convert rows.
       if (tile == 0) {
         done_i = bi;
