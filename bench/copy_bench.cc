@@ -24,83 +24,29 @@
 namespace ferry::bench {
 namespace {
 
-Spec make(std::string name, Layout layout, std::vector<int64_t> sizes, ScalarType src,
-          ScalarType dst) {
-  Spec s;
-  s.name = std::move(name);
-  s.layout = layout;
-  s.sizes = std::move(sizes);
-  s.src_dtype = src;
-  s.dst_dtype = dst;
-  int64_t numel = 1;
-  for (int64_t n : s.sizes) numel *= n;
-  const double used_src =
-      s.layout == Layout::ExpandCol ? static_cast<double>(s.sizes[0]) : static_cast<double>(numel);
-  s.bytes_read = used_src * static_cast<double>(element_size(src));
-  s.bytes_written = static_cast<double>(numel) * static_cast<double>(element_size(dst));
-  return s;
-}
-
-// ferry's side of a case: the tensors, and the operation on them.
+// ferry's side of a case: the case's tensors (copy_cases.cc), and the operation on them.
 Op make_ferry_op(const Spec& s) {
-  const TensorOptions src_opts(s.src_dtype);
-  const TensorOptions dst_opts(s.dst_dtype);
-  auto random = [&](IntArrayRef sizes) {
-    return is_floating_point(s.src_dtype) ? rand(sizes, src_opts)
-                                          : randint(0, 1000, sizes, src_opts);
-  };
-  const std::vector<int64_t>& z = s.sizes;
-  Tensor src, dst;
+  CaseTensors t = case_tensors(s, /*fill=*/true);
   switch (s.layout) {
-    case Layout::Contig:
-      src = random(z);
-      dst = empty(z, dst_opts);
-      break;
-    case Layout::Transpose2D:
-      src = random(z).t();
-      dst = empty(z, dst_opts);
-      break;
-    case Layout::ToChannelsLast:
-      src = random(z);
-      dst = empty({z[0], z[2], z[3], z[1]}, dst_opts).permute({0, 3, 1, 2});
-      break;
-    case Layout::FromChannelsLast:
-      src = random({z[0], z[2], z[3], z[1]}).permute({0, 3, 1, 2});
-      dst = empty(z, dst_opts);
-      break;
-    case Layout::Permute210:
-      src = random(z).permute({2, 1, 0});
-      dst = empty(z, dst_opts);
-      break;
-    case Layout::ExpandCol:
-      src = random({z[0], 1}).expand(z);
-      dst = empty(z, dst_opts);
-      break;
-    case Layout::SliceStep2:
-      src = random({z[0], 2 * z[1]}).slice(1, 0, std::nullopt, 2);
-      dst = empty(z, dst_opts);
-      break;
     case Layout::PerCallCopy: {
-      src = random(z);
-      dst = empty(z, dst_opts);
       const int calls = s.calls;
-      return [src, dst, calls]() mutable {
+      return [src = t.src, dst = t.dst, calls]() mutable {
         for (int i = 0; i < calls; ++i) dst.copy_(src);
       };
     }
     case Layout::PerCallTo: {
-      src = random(z);
       const int calls = s.calls;
       const ScalarType to = s.dst_dtype;
-      return [src, calls, to]() {
+      return [src = t.src, calls, to]() {
         for (int i = 0; i < calls; ++i) {
           Tensor out = src.to(to);
           if (out.data_ptr() == nullptr) std::abort();  // keeps the call
         }
       };
     }
+    default:
+      return [src = t.src, dst = t.dst]() mutable { dst.copy_(src); };
   }
-  return [src, dst]() mutable { dst.copy_(src); };
 }
 
 // memcpy of `bytes` split across `threads` (ferry's pool, as the copy itself is split).
@@ -196,47 +142,6 @@ std::string to_json(const std::vector<Row>& rows, const std::string& simd, bool 
 }
 
 }  // namespace
-
-std::vector<Spec> copy_cases(bool quick) {
-  const int64_t m = quick ? 1 << 20 : 1 << 24;  // contiguous elements
-  const int64_t n = quick ? 1024 : 4096;        // matrix side
-  const int64_t batch = quick ? 2 : 32;
-  const int64_t cube = quick ? 64 : 256;
-  std::vector<Spec> c;
-  c.push_back(make("contig_f32", Layout::Contig, {m}, kFloat32, kFloat32));
-  c.push_back(make("contig_f32_to_bf16", Layout::Contig, {m}, kFloat32, kBFloat16));
-  c.push_back(make("contig_f32_to_f16", Layout::Contig, {m}, kFloat32, kFloat16));
-  c.push_back(make("contig_i32_to_f32", Layout::Contig, {m}, kInt32, kFloat32));
-  const std::string side = std::to_string(n);
-  c.push_back(make("transpose2d_f32_" + side, Layout::Transpose2D, {n, n}, kFloat32, kFloat32));
-  c.push_back(make("transpose2d_bf16_" + side, Layout::Transpose2D, {n, n}, kBFloat16, kBFloat16));
-  c.push_back(
-      make("transpose2d_f32_to_bf16_" + side, Layout::Transpose2D, {n, n}, kFloat32, kBFloat16));
-  // A side whose rows do not fill whole cache lines (3000 float32 elements are 187.5 lines): dst
-  // rows start mid-line, and streaming stores go by panels.
-  const int64_t odd = quick ? 1000 : 3000;
-  const std::string odd_side = std::to_string(odd);
-  c.push_back(
-      make("transpose2d_f32_" + odd_side, Layout::Transpose2D, {odd, odd}, kFloat32, kFloat32));
-  c.push_back(make("transpose2d_f32_to_bf16_" + odd_side, Layout::Transpose2D, {odd, odd}, kFloat32,
-                   kBFloat16));
-  const std::string nchw = std::to_string(batch) + "x64x56x56";
-  c.push_back(make("nchw_to_nhwc_f32_" + nchw, Layout::ToChannelsLast, {batch, 64, 56, 56},
-                   kFloat32, kFloat32));
-  c.push_back(make("nhwc_to_nchw_f32_" + nchw, Layout::FromChannelsLast, {batch, 64, 56, 56},
-                   kFloat32, kFloat32));
-  c.push_back(make("permute3d_210_f32_" + std::to_string(cube), Layout::Permute210,
-                   {cube, cube, cube}, kFloat32, kFloat32));
-  c.push_back(make("broadcast_col_f32_" + side, Layout::ExpandCol, {n, n}, kFloat32, kFloat32));
-  c.push_back(make("slice_step2_f32", Layout::SliceStep2, {n, n}, kFloat32, kFloat32));
-  c.push_back(make("copy_1_f32", Layout::PerCallCopy, {1}, kFloat32, kFloat32));
-  c.push_back(make("copy_64_f32", Layout::PerCallCopy, {64}, kFloat32, kFloat32));
-  c.push_back(make("to_bf16_64_f32", Layout::PerCallTo, {64}, kFloat32, kBFloat16));
-  for (Spec& s : c) {
-    if (s.per_call()) s.calls = quick ? 2000 : 20000;
-  }
-  return c;
-}
 
 int run_copy_bench(const Options& o) {
   FERRY_CHECK(o.repeat >= 10, "bench: expected --repeat of at least 10, but got ", o.repeat);

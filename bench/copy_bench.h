@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ferry/core/scalar_type.h"
+#include "ferry/core/tensor.h"
 
 namespace ferry::bench {
 
@@ -19,6 +20,7 @@ enum class Layout {
   ToChannelsLast,    // src contiguous NCHW, dst NCHW with channels-last (NHWC) strides
   FromChannelsLast,  // src NCHW with channels-last strides, dst contiguous NCHW
   Permute210,        // src = rand(n, n, n).permute(2, 1, 0), dst contiguous
+  Permute,           // src = rand(base).permute(perm) with base[perm[d]] = sizes[d], dst contiguous
   ExpandCol,         // src = rand(n, 1).expand(n, n), dst contiguous (n, n)
   SliceStep2,        // src = rand(n, 2n)[:, ::2], dst contiguous (n, n)
   PerCallCopy,       // dst.copy_(src) on tiny contiguous tensors: nanoseconds per call
@@ -29,6 +31,7 @@ struct Spec {
   std::string name;
   Layout layout = Layout::Contig;
   std::vector<int64_t> sizes;  // the logical (dst) sizes
+  std::vector<int64_t> perm;   // Layout::Permute: the permutation
   ScalarType src_dtype = kFloat32;
   ScalarType dst_dtype = kFloat32;
   double bytes_read = 0;     // bytes the copy needs from src (each element used once)
@@ -47,8 +50,16 @@ struct Options {
   std::string simd;                  // force a SIMD target ("AVX2", ...); empty = best
 };
 
-// The benchmark's cases, at full or --quick size.
+// The benchmark's cases, at full or --quick size (copy_cases.cc).
 std::vector<Spec> copy_cases(bool quick);
+
+// A case's tensors: dst.copy_(src) is what it times (PerCallTo: src.to(dst_dtype), no dst).
+// `fill`: src holds random values; else it is left uninitialized (for planning only).
+struct CaseTensors {
+  Tensor dst;
+  Tensor src;
+};
+CaseTensors case_tensors(const Spec& spec, bool fill);
 
 // Runs the benchmark, prints the table; returns the process exit code.
 int run_copy_bench(const Options& options);

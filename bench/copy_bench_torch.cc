@@ -49,8 +49,9 @@ Op make_torch_op(const Spec& s) {
   const auto src_opts = torch::TensorOptions().dtype(torch_dtype(s.src_dtype));
   const auto dst_opts = torch::TensorOptions().dtype(torch_dtype(s.dst_dtype));
   auto random = [&](std::vector<int64_t> sizes) {
-    return is_floating_point(s.src_dtype) ? torch::rand(sizes, src_opts)
-                                          : torch::randint(0, 1000, sizes, src_opts);
+    return is_floating_point(s.src_dtype) || is_complex(s.src_dtype)
+               ? torch::rand(sizes, src_opts)
+               : torch::randint(0, 100, sizes, src_opts);
   };
   const std::vector<int64_t>& z = s.sizes;
   torch::Tensor src, dst;
@@ -75,6 +76,13 @@ Op make_torch_op(const Spec& s) {
       src = random(z).permute({2, 1, 0});
       dst = torch::empty(z, dst_opts);
       break;
+    case Layout::Permute: {
+      std::vector<int64_t> base(z.size());
+      for (size_t d = 0; d < z.size(); ++d) base[static_cast<size_t>(s.perm[d])] = z[d];
+      src = random(base).permute(s.perm);
+      dst = torch::empty(z, dst_opts);
+      break;
+    }
     case Layout::ExpandCol:
       src = random({z[0], 1}).expand(z);
       dst = torch::empty(z, dst_opts);

@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "ferry/backends/cpu/copy_kernel.h"
+#include "ferry/backends/cpu/cpu_target.h"
 #include "ferry/ferry.h"
 #include "ferry/iter/parallel.h"
 #include "ferry/iter/stride_order.h"
@@ -22,6 +24,20 @@
 
 namespace ferry::tools {
 namespace {
+
+// Why the copy kernels run on the target they do: forced by FERRY_CPU_TARGET, or the best.
+std::string simd_target_origin() {
+  const char* env = std::getenv("FERRY_CPU_TARGET");
+  if (env != nullptr && *env != '\0') return std::string("FERRY_CPU_TARGET=") + env;
+  return "the best this CPU supports; FERRY_CPU_TARGET=avx512|avx2|scalar forces one";
+}
+
+// ferry's names of the targets this CPU supports, best first, each after a space.
+std::string supported_targets() {
+  std::string out;
+  for (const std::string& t : cpu::simd_targets()) out += " " + cpu::cpu_target_alias(t);
+  return out;
+}
 
 struct ExplainOptions {
   std::string shape;
@@ -311,6 +327,8 @@ int run_explain(const ExplainOptions& o) {
               std::string(dtype_name(problem.dst_dtype)).c_str(),
               problem.conj ? ", conjugated" : "", problem.neg ? ", negated" : "");
   std::printf("kernel: %s\n", plan.describe().c_str());
+  std::printf("simd target: %s (%s; supported here:%s)\n", plan.simd_target,
+              simd_target_origin().c_str(), supported_targets().c_str());
   std::printf("threads: %d of %d (get_num_threads)\n", plan.threads, get_num_threads());
   std::printf("temporaries: %s\n", temporaries.c_str());
   const double bytes =

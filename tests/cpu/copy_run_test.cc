@@ -248,6 +248,46 @@ TEST_F(CopyRun, EveryDtypePairThroughEveryKernelOnEveryTarget) {
 // values, among them rounding ties and values that round up to infinity; a few hold one value
 // the instruction converts differently (a denormal, NaNs with a sign and a payload), and must
 // convert the portable way.
+// Gathers of runs shorter than a tile side from src rows contiguous along dim 1 (NCHW -> NHWC
+// with a few channels: Note [narrow gathers] in copy_run.cc), every element size and run length
+// around the kernel's limits, into packed and padded dst rows, split 1 to 3 ways.
+TEST_F(CopyRun, NarrowGathersMatchTheOracle) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  auto rng = ferry::testing::test_rng();
+  for (ScalarType t : {kUInt8, kInt16, kFloat32, kFloat64, kComplex128}) {
+    const auto e = static_cast<int64_t>(element_size(t));
+    for (int64_t n0 = 1; n0 <= 9; ++n0) {
+      for (int64_t pad : {0, 1}) {
+        const int64_t cols = 2500, outer = 3;  // cols: two whole chunks and a partial one
+        CopyProblem p;
+        p.sizes = {n0, cols, outer};
+        p.src_strides = {cols * e, e, n0 * cols * e};
+        p.dst_strides = {e, (n0 + pad) * e, (n0 + pad) * cols * e};
+        p.dst_dtype = p.src_dtype = t;
+        Buffer src(static_cast<size_t>(n0 * cols * outer * e), 0);
+        testing::fill_values(rng, t, src.data(), n0 * cols * outer);
+        p.src = reinterpret_cast<const char*>(src.data());
+        const auto dst_bytes = static_cast<size_t>((n0 + pad) * cols * outer * e);
+        Buffer expected(dst_bytes, 0), got(dst_bytes, 0);
+        p.dst = reinterpret_cast<char*>(expected.data());
+        testing::naive_copy(p);
+        CopyPlan plan = plan_copy(p);
+        if (n0 > 1) {
+          EXPECT_EQ(plan.kind, n0 < 8 ? CopyKernelKind::Gather : CopyKernelKind::Transpose);
+        }
+        for (int threads : {1, 2, 3}) {
+          SCOPED_TRACE(testing::describe_problem(p) + ", " + std::to_string(threads) + " threads");
+          plan.threads = threads;
+          p.dst = reinterpret_cast<char*>(got.data());
+          std::memset(got.data(), 0, dst_bytes);
+          run_copy(p, plan);
+          ASSERT_EQ(testing::first_difference(expected.contents(), got.contents()), "");
+        }
+      }
+    }
+  }
+}
+
 TEST_F(CopyRun, BFloat16TilesConvertLikeTheOracleWithAndWithoutTheNativeInstruction) {
   SCOPED_TRACE(ferry::testing::seed_trace());
   auto rng = ferry::testing::test_rng();

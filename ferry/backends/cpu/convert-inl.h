@@ -27,19 +27,24 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // float32 -> bfloat16 bits: round to nearest even on the whole word (a mantissa carry steps the
 // exponent, up to inf); every NaN becomes 0x7FC0, as PyTorch does.
+// F32ToBF16Words leaves the bits in the low half of each 32-bit lane (the upper half zero), for
+// callers that narrow several vectors at once.
 template <class DF>
-HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> F32ToBF16(DF df, hn::Vec<DF> v) {
+HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> F32ToBF16Words(DF df, hn::Vec<DF> v) {
   const hn::RebindToUnsigned<DF> du;
   const hn::RebindToSigned<DF> di;
-  const hn::Rebind<uint16_t, DF> du16;
   const auto bits = hn::BitCast(du, v);
   const auto magnitude = hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7FFFFFFFu)));
   const auto is_nan = hn::RebindMask(du, magnitude > hn::Set(di, 0x7F800000));
   const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
   const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(bits, hn::Set(du, 0x7FFFu)), odd));
-  const auto result = hn::IfThenElse(is_nan, hn::Set(du, 0x7FC0u), rounded);
   (void)df;
-  return hn::DemoteTo(du16, hn::BitCast(di, result));
+  return hn::BitCast(di, hn::IfThenElse(is_nan, hn::Set(du, 0x7FC0u), rounded));
+}
+
+template <class DF>
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> F32ToBF16(DF df, hn::Vec<DF> v) {
+  return hn::DemoteTo(hn::Rebind<uint16_t, DF>(), F32ToBF16Words(df, v));
 }
 
 // bfloat16 bits -> float32: exact (a shift, so signaling NaNs stay signaling, as in ferry).

@@ -2,8 +2,6 @@
 // stride-2 gather, compiled once per SIMD target (Highway) and chosen at run time. Each result
 // is bit-for-bit ferry::convert_value's: NaN, rounding and out-of-range rules are spelled out
 // here rather than left to the instruction set.
-#include "ferry/backends/cpu/hwy_targets.h"
-
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ferry/backends/cpu/convert_kernels.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -11,13 +9,13 @@
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 
 #include "ferry/backends/cpu/convert-inl.h"
 #include "ferry/backends/cpu/copy_kernels.h"
+#include "ferry/backends/cpu/hwy_dispatch.h"
 #include "ferry/core/convert.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -311,12 +309,12 @@ namespace kernels {
 
 bool convert_simd(ScalarType dst_t, ScalarType src_t, void* dst, const void* src, int64_t n,
                   bool stream) {
-  return HWY_DYNAMIC_DISPATCH(ConvertSimd)(dst_t, src_t, dst, src, n, stream);
+  return FERRY_DISPATCH(ConvertSimd)(dst_t, src_t, dst, src, n, stream);
 }
 
 void copy_bytes(void* dst, const void* src, size_t bytes, bool stream) {
   if (stream) {
-    HWY_DYNAMIC_DISPATCH(CopyStream)(dst, src, bytes);
+    FERRY_DISPATCH(CopyStream)(dst, src, bytes);
   } else if (bytes != 0) {
     std::memcpy(dst, src, bytes);
   }
@@ -332,29 +330,17 @@ void fill_contiguous(void* dst, const void* value, size_t elem_size, int64_t n, 
   }
   alignas(64) unsigned char pattern[64];
   for (size_t k = 0; k < 64; k += elem_size) std::memcpy(pattern + k, value, elem_size);
-  HWY_DYNAMIC_DISPATCH(FillPattern)(dst, pattern, bytes, stream);
+  FERRY_DISPATCH(FillPattern)(dst, pattern, bytes, stream);
 }
 
 bool gather_stride2_simd(size_t elem_size, void* dst, const void* src, int64_t n, bool stream) {
-  return HWY_DYNAMIC_DISPATCH(GatherStride2)(elem_size, dst, src, n, stream);
+  return FERRY_DISPATCH(GatherStride2)(elem_size, dst, src, n, stream);
 }
 
-namespace {
-std::atomic<const char*> g_target_name{nullptr};
-}  // namespace
+// The variant FERRY_DISPATCH calls names itself: what plans and `ferry explain` show is what runs.
+const char* dispatch_target_name() { return FERRY_DISPATCH(TargetName)(); }
 
-const char* dispatch_target_name() {
-  const char* name = g_target_name.load(std::memory_order_relaxed);
-  if (name == nullptr) {
-    name = HWY_DYNAMIC_DISPATCH(TargetName)();
-    g_target_name.store(name, std::memory_order_relaxed);
-  }
-  return name;
-}
-
-void forget_dispatch_target() { g_target_name.store(nullptr, std::memory_order_relaxed); }
-
-void stream_fence() { HWY_DYNAMIC_DISPATCH(StreamFence)(); }
+void stream_fence() { FERRY_DISPATCH(StreamFence)(); }
 
 }  // namespace kernels
 }  // namespace ferry::cpu

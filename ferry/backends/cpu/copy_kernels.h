@@ -125,9 +125,8 @@ void transpose_tiles(const TransposeRect& rect);
 // the current target (simd.h, native_bf16); the stored bits are the same either way.
 bool transpose_native_bf16(TransposeOp op);
 
-// The SIMD target the kernels dispatch to now ("AVX3", "AVX2", "SSE4", "EMU128", ...). Cached:
-// after changing the target (set_simd_target), call forget_dispatch_target().
+// The SIMD target the kernels dispatch to now ("AVX3", "AVX2", "SSE4", "EMU128", ...), as named
+// by the kernel variant that runs (hwy_dispatch.h).
 const char* dispatch_target_name();
-void forget_dispatch_target();
 
 }  // namespace ferry::cpu::kernels

@@ -1,8 +1,6 @@
 // Register-tile transposes, compiled once per SIMD target (Highway) and chosen at run time: a
 // square tile of N vectors of N lanes is transposed by log2(N) stages of block swaps, with the
 // float32 <-> bfloat16/half conversions folded in. Stored bits equal ferry::convert_value's.
-#include "ferry/backends/cpu/hwy_targets.h"
-
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ferry/backends/cpu/transpose_kernels.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -19,6 +17,7 @@
 #include "ferry/backends/cpu/convert-inl.h"
 #include "ferry/backends/cpu/copy_kernels.h"
 #include "ferry/backends/cpu/copy_tuning.h"
+#include "ferry/backends/cpu/hwy_dispatch.h"
 #include "ferry/backends/cpu/simd.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -38,7 +37,9 @@ using Byte = unsigned char;
 // Tiles need several lanes, known at compile time: not on HWY_SCALAR (GCC < 12.3's baseline,
 // where the transposes use the portable path) nor on scalable vectors.
 #undef FERRY_CPU_TILES
-#undef FERRY_NATIVE_BF16_TILES  // defined below, per target (this file is compiled once for each)
+// These two are defined below, per target (this file is compiled once for each).
+#undef FERRY_NATIVE_BF16_TILES
+#undef FERRY_PAIRED256_TILES
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
 #define FERRY_CPU_TILES 1
 #else
@@ -247,6 +248,113 @@ struct NativeBF16Op : FromF32Op<true> {
 };
 #else
 #define FERRY_NATIVE_BF16_TILES 0
+#endif
+
+#if HWY_TARGET == HWY_AVX2
+#define FERRY_PAIRED256_TILES 1
+// AVX2's tiles with 16-bit and 8-bit dst elements (docs/kernels.md, "AVX2 tiles"): 16 x 16, as two
+// halves of 16 rows x 8 columns held two rows per 256-bit vector ("paired"): w[k] holds row k of
+// the half in its lower 128 bits and row k + 8 in its upper. Three stages of in-block swaps (no
+// lane crossing) leave column c of rows 0-7 in w[c]'s lower half and of rows 8-15 in its upper: dst
+// row c's 16 elements, one 32-byte store. A square tile of 8 128-bit rows stores 16 bytes per
+// dst row and costs 1.7x the instructions per element; 16 256-bit rows need all 16 registers
+// before the shuffles' temporaries. Each half takes 8 registers.
+using Pair256 = hn::Full256<uint16_t>;
+
+HWY_INLINE void StorePaired256(hn::Vec<Pair256> (&w)[8], Byte* dst, int64_t dst_stride,
+                               bool stream) {
+  TransposeStages<4>(Pair256(), w);
+  Unrolled(std::make_index_sequence<8>(), [&](auto c) {
+    Put(Pair256(), w[c()], dst + static_cast<int64_t>(c()) * dst_stride, stream);
+  });
+}
+
+// 16-bit elements moved unchanged.
+struct Copy2PairedOp {
+  using D = Pair256;  // 16 lanes: the tile's edge
+  static constexpr size_t kSrcSize = 2;
+  static constexpr size_t kDstSize = 2;
+  static HWY_INLINE void Tile(const Byte* src, int64_t src_stride, Byte* dst, int64_t dst_stride,
+                              bool stream) {
+    const Pair256 d;
+    const hn::Half<Pair256> dh;
+    for (int64_t h = 0; h < 2; ++h) {
+      hn::Vec<Pair256> w[8];
+      Unrolled(std::make_index_sequence<8>(), [&](auto k) {
+        const Byte* row = src + static_cast<int64_t>(k()) * src_stride + h * 16;
+        w[k()] =
+            hn::Combine(d, hn::LoadU(dh, reinterpret_cast<const uint16_t*>(row + 8 * src_stride)),
+                        hn::LoadU(dh, reinterpret_cast<const uint16_t*>(row)));
+      });
+      StorePaired256(w, dst + h * 8 * dst_stride, dst_stride, stream);
+    }
+  }
+};
+
+// Bytes: one 16 x 16 tile in 8 paired vectors (row k in the lower 128 bits, row k + 8 in the
+// upper). The same three stages transpose each 8 x 8 byte square (one 64-bit quarter of a vector),
+// leaving in w[c] column c of rows 0-7, column c + 8 of rows 0-7, column c of rows 8-15, column
+// c + 8 of rows 8-15; one quarter permute makes the lower half dst row c and the upper half dst
+// row c + 8. A square AVX2 byte tile is 8 x 8 in 64-bit registers: 2.5x the instructions.
+struct Copy1PairedOp {
+  using D = hn::Full128<uint8_t>;  // 16 lanes: the tile's edge
+  static constexpr size_t kSrcSize = 1;
+  static constexpr size_t kDstSize = 1;
+  static HWY_INLINE void Tile(const Byte* src, int64_t src_stride, Byte* dst, int64_t dst_stride,
+                              bool stream) {
+    const hn::Full256<uint8_t> d;
+    const hn::Full128<uint8_t> dh;
+    hn::Vec<hn::Full256<uint8_t>> w[8];
+    Unrolled(std::make_index_sequence<8>(), [&](auto k) {
+      const Byte* row = src + static_cast<int64_t>(k()) * src_stride;
+      w[k()] = hn::Combine(d, hn::LoadU(dh, row + 8 * src_stride), hn::LoadU(dh, row));
+    });
+    TransposeStages<4>(d, w);
+    Unrolled(std::make_index_sequence<8>(), [&](auto k) {
+      constexpr auto c = static_cast<int64_t>(k());
+      const hn::Vec<hn::Full256<uint8_t>> v{
+          _mm256_permute4x64_epi64(w[c].raw, _MM_SHUFFLE(3, 1, 2, 0))};
+      Put(dh, hn::LowerHalf(dh, v), dst + c * dst_stride, stream);
+      Put(dh, hn::UpperHalf(dh, v), dst + (c + 8) * dst_stride, stream);
+    });
+  }
+};
+
+// float32 -> bfloat16 or half: each half reads 32 bytes of 16 src rows, converts rows k and
+// k + 8 into one paired vector, then transposes it as above. bfloat16 packs the two rows'
+// rounded 32-bit words with one VPACKUSDW (the words fit in 16 bits) and one lane permute, where
+// two separate demotions take four shuffles; half converts with F16C's VCVTPS2PH (F32ToF16).
+template <bool kBFloat16>
+struct FromF32PairedOp {
+  using D = Pair256;  // 16 lanes: the tile's edge
+  static constexpr size_t kSrcSize = 4;
+  static constexpr size_t kDstSize = 2;
+  static HWY_INLINE hn::Vec<Pair256> Pair(const Byte* lo, const Byte* hi) {
+    const hn::Full256<float> df;
+    const auto a = hn::LoadU(df, reinterpret_cast<const float*>(lo));
+    const auto b = hn::LoadU(df, reinterpret_cast<const float*>(hi));
+    if constexpr (kBFloat16) {
+      const __m256i packed =
+          _mm256_packus_epi32(F32ToBF16Words(df, a).raw, F32ToBF16Words(df, b).raw);
+      return hn::Vec<Pair256>{_mm256_permute4x64_epi64(packed, _MM_SHUFFLE(3, 1, 2, 0))};
+    } else {
+      return hn::Combine(Pair256(), F32ToF16(df, b), F32ToF16(df, a));
+    }
+  }
+  static HWY_INLINE void Tile(const Byte* src, int64_t src_stride, Byte* dst, int64_t dst_stride,
+                              bool stream) {
+    for (int64_t h = 0; h < 2; ++h) {
+      hn::Vec<Pair256> w[8];
+      Unrolled(std::make_index_sequence<8>(), [&](auto k) {
+        const Byte* row = src + static_cast<int64_t>(k()) * src_stride + h * 32;
+        w[k()] = Pair(row, row + 8 * src_stride);
+      });
+      StorePaired256(w, dst + h * 8 * dst_stride, dst_stride, stream);
+    }
+  }
+};
+#else
+#define FERRY_PAIRED256_TILES 0
 #endif
 
 // One tile of op: its own routine if it has one (NativeBF16Op), else the generic one.
@@ -589,9 +697,17 @@ template <class R, class Fn>
 HWY_INLINE R VisitOp(TransposeOp op, R fallback, Fn&& fn) {
   switch (op) {
     case TransposeOp::kCopy1:
+#if FERRY_PAIRED256_TILES
+      return fn.template operator()<Copy1PairedOp>();
+#else
       return fn.template operator()<CopyOp<1>>();
+#endif
     case TransposeOp::kCopy2:
+#if FERRY_PAIRED256_TILES
+      return fn.template operator()<Copy2PairedOp>();
+#else
       return fn.template operator()<CopyOp<2>>();
+#endif
     case TransposeOp::kCopy4:
       return fn.template operator()<CopyOp<4>>();
     case TransposeOp::kCopy8:
@@ -600,9 +716,17 @@ HWY_INLINE R VisitOp(TransposeOp op, R fallback, Fn&& fn) {
 #if FERRY_NATIVE_BF16_TILES
       if (native_bf16()) return fn.template operator()<NativeBF16Op>();
 #endif
+#if FERRY_PAIRED256_TILES
+      return fn.template operator()<FromF32PairedOp<true>>();
+#else
       return fn.template operator()<FromF32Op<true>>();
+#endif
     case TransposeOp::kF32ToF16:
+#if FERRY_PAIRED256_TILES
+      return fn.template operator()<FromF32PairedOp<false>>();
+#else
       return fn.template operator()<FromF32Op<false>>();
+#endif
     case TransposeOp::kBF16ToF32:
       return fn.template operator()<ToF32Op<true>>();
     case TransposeOp::kF16ToF32:
@@ -677,15 +801,15 @@ HWY_EXPORT(TransposeTiles);
 
 namespace kernels {
 
-int transpose_tile(TransposeOp op) { return HWY_DYNAMIC_DISPATCH(TransposeTileSize)(op); }
+int transpose_tile(TransposeOp op) { return FERRY_DISPATCH(TransposeTileSize)(op); }
 
-int transpose_stream_rows(TransposeOp op) { return HWY_DYNAMIC_DISPATCH(TransposeStreamRows)(op); }
+int transpose_stream_rows(TransposeOp op) { return FERRY_DISPATCH(TransposeStreamRows)(op); }
 
-int transpose_stream_cols(TransposeOp op) { return HWY_DYNAMIC_DISPATCH(TransposeStreamCols)(op); }
+int transpose_stream_cols(TransposeOp op) { return FERRY_DISPATCH(TransposeStreamCols)(op); }
 
-bool transpose_native_bf16(TransposeOp op) { return HWY_DYNAMIC_DISPATCH(TransposeNativeBF16)(op); }
+bool transpose_native_bf16(TransposeOp op) { return FERRY_DISPATCH(TransposeNativeBF16)(op); }
 
-void transpose_tiles(const TransposeRect& rect) { HWY_DYNAMIC_DISPATCH(TransposeTiles)(rect); }
+void transpose_tiles(const TransposeRect& rect) { FERRY_DISPATCH(TransposeTiles)(rect); }
 
 }  // namespace kernels
 }  // namespace ferry::cpu
