@@ -1,0 +1,184 @@
+// Copy, Wait and fork/join. Values and gradients across sim devices and between the CPU and a
+// sim device (with chaos), labels passing through without gradient, the record_stream safety of
+// Copy (the source freed and its block reused at once by another allocation while the copy is
+// still queued; the output freed while a consumer is still queued: each case fails if the
+// matching record_stream call in Copy is removed), and the order fork/join impose on backward,
+// checked on the recorded order of backward calls.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ferry/autograd/engine.h"
+#include "ferry/ferry.h"
+#include "ferry/memory/caching_allocator.h"
+#include "ferry/pipeline/copy.h"
+#include "ferry/pipeline/dependency.h"
+#include "tests/device/sim_fixture.h"
+#include "tests/support/random.h"
+#include "tests/support/tensor_compare.h"
+
+namespace ferry::pipeline {
+namespace {
+
+const Device kSim0("sim:0");
+const Device kSim1("sim:1");
+
+class PipelineCopy : public ferry::testing::SimTest {
+ protected:
+  sim::SimConfig config() const override {
+    sim::SimConfig c;
+    c.chaos_seed = ferry::testing::test_seed();
+    c.chaos_max_delay = std::chrono::microseconds(300);
+    return c;
+  }
+};
+
+TEST_F(PipelineCopy, CopiesValuesAndGradientsAcrossSimDevices) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  Generator gen(ferry::testing::test_seed());
+  const Tensor host = randn({64, 8}, kFloat32, &gen);
+  Tensor x = host.to(kSim0).detach().requires_grad_(true);
+  const Stream prev = new_stream(kSim0), next = new_stream(kSim1);
+  wait_stream(prev, current_stream(kSim0));
+  variable_list out = Copy::apply(prev, next, variable_list{x * 2});
+  out = Wait::apply(next, current_stream(kSim1), out);
+  ASSERT_EQ(out[0].device(), kSim1);
+  EXPECT_EQ(out[0].grad_fn()->name(), "ferry::pipeline::WaitBackward");
+  EXPECT_ALL_CLOSE(out[0], host * 2);
+  (out[0] * out[0]).sum().backward();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_EQ(x.grad().device(), kSim0);
+  EXPECT_ALL_CLOSE(x.grad(), host * 8, 1e-6, 1e-6);
+}
+
+TEST_F(PipelineCopy, CopiesBetweenTheCpuStreamAndASimDeviceAndPassesLabelsThrough) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  Generator gen(ferry::testing::test_seed());
+  const Tensor host = randn({16, 4}, kFloat32, &gen);
+  const Tensor labels = arange(16, kInt64);
+  Tensor x = host.detach().requires_grad_(true);
+  const Stream next = new_stream(kSim0);
+  variable_list out = Copy::apply(cpu_stream(), next, variable_list{x, labels});
+  out = Wait::apply(next, current_stream(kSim0), out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].device(), kSim0);
+  EXPECT_FALSE(out[1].requires_grad());
+  EXPECT_TRUE(out[0].requires_grad());
+  EXPECT_ALL_CLOSE(out[1], labels);
+  (out[0] * out[1].to(kFloat32).unsqueeze(1)).sum().backward();
+  EXPECT_EQ(x.grad().device(), Device("cpu"));
+  EXPECT_ALL_CLOSE(x.grad(), labels.to(kFloat32).unsqueeze(1).expand({16, 4}));
+  // And back: sim to the CPU stream.
+  variable_list back = Copy::apply(next, cpu_stream(), variable_list{out[0].detach()});
+  EXPECT_ALL_CLOSE(back[0], host);
+}
+
+// The source of a Copy is freed right after Copy returns and its block is handed at once to a
+// new allocation on the source's own stream, which overwrites it, while the copy itself still
+// waits behind a gate on prev_stream. Copy's record_stream(x, prev_stream) is what keeps the
+// allocator from reusing the block before the copy has read it.
+TEST_F(PipelineCopy, SourceFreedAndReusedRightAfterCopyIsStillCopiedRight) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  constexpr int64_t kN = 40000;  // 160000 bytes: a size no other tensor here has
+  memory::empty_cache(kSim0);
+  const Stream prev = new_stream(kSim0), next = new_stream(kSim1);
+  Tensor x = full({kN}, 3.0, TensorOptions(kFloat32).device(kSim0));
+  const void* source_block = x.data_ptr();
+  wait_stream(prev, current_stream(kSim0));  // the copy reads x after its fill
+  ferry::testing::Gate gate(std::chrono::seconds(10));
+  enqueue_host_function(prev, gate.blocker());
+  variable_list out = Copy::apply(prev, next, variable_list{x});
+  x = Tensor();  // freed on the host side
+  const Tensor overwrite = full({kN}, -1.0, TensorOptions(kFloat32).device(kSim0));
+  EXPECT_NE(overwrite.data_ptr(), source_block)
+      << "the allocator handed out the source's block while the copy from it was queued";
+  gate.open();
+  out = Wait::apply(next, current_stream(kSim1), out);
+  EXPECT_ALL_CLOSE(out[0], full({kN}, 3.0));
+  EXPECT_FALSE(gate.timed_out());
+}
+
+// The output of a Copy is used on the stream that was current when Copy was called (here gated),
+// then freed; a new allocation on next_stream (where the output was allocated) overwrites at
+// once. Copy's record_stream(y, output_stream) is what keeps the block for the queued reader.
+TEST_F(PipelineCopy, OutputFreedWhileItsReaderIsQueuedIsNotReusedUnderIt) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  constexpr int64_t kN = 40064;
+  memory::empty_cache(kSim1);
+  const Stream prev = new_stream(kSim0), next = new_stream(kSim1);
+  const Stream output_stream = current_stream(kSim1);
+  const Tensor x = full({kN}, 5.0, TensorOptions(kFloat32).device(kSim0));
+  wait_stream(prev, current_stream(kSim0));
+  Tensor y = Copy::apply(prev, next, variable_list{x})[0];
+  const void* output_block = y.data_ptr();
+  wait_stream(output_stream, next);
+  ferry::testing::Gate gate(std::chrono::seconds(10));
+  enqueue_host_function(output_stream, gate.blocker());
+  const Tensor doubled = y * 2;  // queued on output_stream, behind the gate
+  y = Tensor();
+  Tensor overwrite;
+  {
+    use_stream on_next(next);
+    overwrite = full({kN}, -7.0, TensorOptions(kFloat32).device(kSim1));
+  }
+  EXPECT_NE(overwrite.data_ptr(), output_block)
+      << "the allocator handed out the output's block while a reader of it was queued";
+  gate.open();
+  EXPECT_ALL_CLOSE(doubled, full({kN}, 10.0));
+  EXPECT_FALSE(gate.timed_out());
+}
+
+// Records the order in which backward reaches it.
+struct Probe : autograd::Function<Probe> {
+  static std::mutex mutex;
+  static std::vector<std::string> order;
+  static Tensor forward(autograd::AutogradContext* ctx, const std::string& name, const Tensor& x) {
+    ctx->saved_data["name"] = name;
+    return x.detach();
+  }
+  static variable_list backward(autograd::AutogradContext* ctx, variable_list grads) {
+    std::lock_guard<std::mutex> lock(mutex);
+    order.push_back(ctx->saved_data["name"].to_string());
+    return {Tensor(), grads[0]};
+  }
+};
+std::mutex Probe::mutex;
+std::vector<std::string> Probe::order;
+
+// Without the phony edge the engine runs the later-created branch (a's) first; fork/join must
+// hold it until b's branch, which holds the join, is done.
+TEST(PipelineDependency, ForkJoinRunsTheJoinedBranchBackwardFirst) {
+  for (bool with_phony : {false, true}) {
+    Probe::order.clear();
+    Tensor a = ones({3}).requires_grad_(true), b = ones({3}).requires_grad_(true);
+    Tensor xb = Probe::apply(std::string("b"), b * 3);
+    Tensor xa = Probe::apply(std::string("a"), a * 2);
+    if (with_phony) {
+      Tensor phony;
+      std::tie(xa, phony) = fork(xa);
+      EXPECT_EQ(phony.numel(), 0);
+      xb = join(xb, phony);
+    }
+    (xa.sum() + xb.sum()).backward();
+    EXPECT_ALL_CLOSE(a.grad(), full({3}, 2.0));
+    EXPECT_ALL_CLOSE(b.grad(), full({3}, 3.0));
+    ASSERT_EQ(Probe::order.size(), 2u);
+    EXPECT_EQ(Probe::order,
+              (std::vector<std::string>{with_phony ? "b" : "a", with_phony ? "a" : "b"}))
+        << (with_phony ? "with" : "without") << " the phony dependency";
+  }
+}
+
+TEST(PipelineDependency, PassThroughWithoutGrad) {
+  const Tensor x = ones({2});
+  auto [y, phony] = fork(x);
+  EXPECT_EQ(y.impl(), x.impl());
+  EXPECT_FALSE(phony.requires_grad());
+  EXPECT_EQ(join(x, phony).impl(), x.impl());
+}
+
+}  // namespace
+}  // namespace ferry::pipeline
