@@ -185,7 +185,8 @@ Tensor GPipe::forward(const Tensor& input) {
           size_t span = 0;
           if (tracer) span = tracer->begin(on, lane(devices_[j - 1], "copy"), SpanKind::Copy, i, j);
           copy(batches[i], prev, next);
-          if (tracer) tracer->end(on, span);
+          // Closed on next: work that waits for next (the Wait below) comes after the stamp.
+          if (tracer) tracer->end(next, span);
         }
       } catch (const std::exception& e) {
         throw PipelineError(describe(i, j, devices_[j]) + "copying its input: " + e.what());

@@ -1,8 +1,10 @@
 // Tracer: what a pipeline did and when, in stream order. Each span (forward, backward,
 // recompute or copy of one micro-batch on one partition) is opened and closed by host functions
 // queued on the stream the work runs on, so its times and its sequence numbers say when the
-// stream got there, not when the host queued the work (on the CPU stream: at once). Spans are
-// what the tests check orders on and what `ferry bench-pipeline` draws its timeline from.
+// stream got there, not when the host queued the work (on the CPU stream: at once). A copy's
+// span opens on the stream that copies and closes on the receiving one, so work that waits for
+// the receiving stream comes after it. Spans are what the tests check orders on and what
+// `ferry bench-pipeline` draws its timeline from.
 // Thread-safe. Make it with std::make_shared: queued stamps keep it alive.
 #pragma once
 

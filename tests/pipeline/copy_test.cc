@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -42,8 +44,9 @@ TEST_F(PipelineCopy, CopiesValuesAndGradientsAcrossSimDevices) {
   const Tensor host = randn({64, 8}, kFloat32, &gen);
   Tensor x = host.to(kSim0).detach().requires_grad_(true);
   const Stream prev = new_stream(kSim0), next = new_stream(kSim1);
-  wait_stream(prev, current_stream(kSim0));
-  variable_list out = Copy::apply(prev, next, variable_list{x * 2});
+  const Tensor doubled = x * 2;
+  wait_stream(prev, current_stream(kSim0));  // the copy reads `doubled` after it is computed
+  variable_list out = Copy::apply(prev, next, variable_list{doubled});
   out = Wait::apply(next, current_stream(kSim1), out);
   ASSERT_EQ(out[0].device(), kSim1);
   EXPECT_EQ(out[0].grad_fn()->name(), "ferry::pipeline::WaitBackward");
@@ -131,44 +134,62 @@ TEST_F(PipelineCopy, OutputFreedWhileItsReaderIsQueuedIsNotReusedUnderIt) {
   EXPECT_FALSE(gate.timed_out());
 }
 
-// Records the order in which backward reaches it.
+// Records the order in which backward reaches it. A probe given `wait_for` first waits (at most
+// 500 ms) for that name to be recorded.
 struct Probe : autograd::Function<Probe> {
   static std::mutex mutex;
+  static std::condition_variable cv;
   static std::vector<std::string> order;
-  static Tensor forward(autograd::AutogradContext* ctx, const std::string& name, const Tensor& x) {
+  static Tensor forward(autograd::AutogradContext* ctx, const std::string& name,
+                        const std::string& wait_for, const Tensor& x) {
     ctx->saved_data["name"] = name;
+    ctx->saved_data["wait_for"] = wait_for;
     return x.detach();
   }
   static variable_list backward(autograd::AutogradContext* ctx, variable_list grads) {
-    std::lock_guard<std::mutex> lock(mutex);
+    const std::string wait_for = ctx->saved_data["wait_for"].to_string();
+    std::unique_lock<std::mutex> lock(mutex);
+    if (!wait_for.empty()) {
+      cv.wait_for(lock, std::chrono::milliseconds(500),
+                  [&] { return std::find(order.begin(), order.end(), wait_for) != order.end(); });
+    }
     order.push_back(ctx->saved_data["name"].to_string());
-    return {Tensor(), grads[0]};
+    cv.notify_all();
+    return {Tensor(), Tensor(), grads[0]};
   }
 };
 std::mutex Probe::mutex;
+std::condition_variable Probe::cv;
 std::vector<std::string> Probe::order;
 
-// Without the phony edge the engine runs the later-created branch (a's) first; fork/join must
-// hold it until b's branch, which holds the join, is done.
-TEST(PipelineDependency, ForkJoinRunsTheJoinedBranchBackwardFirst) {
+// Branch a on sim:0, branch b on sim:1: their nodes run on different engine threads, and b's
+// probe holds back until a's has run. Without the phony edge a's probe runs first; with
+// fork(a) / join(b), a's history must wait until b's backward has come down to the join, so b's
+// probe runs first (after its bounded wait).
+TEST_F(PipelineCopy, ForkJoinHoldsTheForkedHistoryUntilTheJoinedBranchIsDone) {
   for (bool with_phony : {false, true}) {
-    Probe::order.clear();
-    Tensor a = ones({3}).requires_grad_(true), b = ones({3}).requires_grad_(true);
-    Tensor xb = Probe::apply(std::string("b"), b * 3);
-    Tensor xa = Probe::apply(std::string("a"), a * 2);
+    SCOPED_TRACE(with_phony ? "with the phony dependency" : "without it");
+    {
+      std::lock_guard<std::mutex> lock(Probe::mutex);
+      Probe::order.clear();
+    }
+    Tensor a = ones({3}, TensorOptions().device(kSim0)).requires_grad_(true);
+    Tensor b = ones({3}, TensorOptions().device(kSim1)).requires_grad_(true);
+    Tensor xa = Probe::apply(std::string("a"), std::string(), a * 2);
+    Tensor xb = b * 3;
     if (with_phony) {
       Tensor phony;
       std::tie(xa, phony) = fork(xa);
       EXPECT_EQ(phony.numel(), 0);
       xb = join(xb, phony);
     }
-    (xa.sum() + xb.sum()).backward();
+    xb = Probe::apply(std::string("b"), std::string("a"), xb);
+    (xa.sum().cpu() + xb.sum().cpu()).backward();
     EXPECT_ALL_CLOSE(a.grad(), full({3}, 2.0));
     EXPECT_ALL_CLOSE(b.grad(), full({3}, 3.0));
-    ASSERT_EQ(Probe::order.size(), 2u);
+    std::lock_guard<std::mutex> lock(Probe::mutex);
     EXPECT_EQ(Probe::order,
-              (std::vector<std::string>{with_phony ? "b" : "a", with_phony ? "a" : "b"}))
-        << (with_phony ? "with" : "without") << " the phony dependency";
+              (std::vector<std::string>{with_phony ? "b" : "a", with_phony ? "a" : "b"}));
   }
 }
 
