@@ -312,7 +312,8 @@ int run_pipeline_bench(const PipelineOptions& o) {
   sim::SimConfig restored = env;
   restored.devices = base.devices;  // sim memory may still be cached: keep the device count
   sim::configure(restored);
-  return missed == 0 ? 0 : 1;
+  // --quick figures mean nothing: only a full run reports a missed target in its exit code.
+  return missed == 0 || o.quick ? 0 : 1;
 }
 
 }  // namespace ferry::bench

@@ -20,7 +20,7 @@ struct PipelineOptions {
 };
 
 // Runs the benchmark, prints the tables and the timeline; returns the process exit code (1 when
-// a target is missed).
+// a target is missed, never with --quick).
 int run_pipeline_bench(const PipelineOptions& options);
 
 }  // namespace ferry::bench
