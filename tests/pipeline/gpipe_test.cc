@@ -19,7 +19,9 @@
 #include "ferry/nn/layers/batchnorm.h"
 #include "ferry/nn/layers/conv.h"
 #include "ferry/nn/layers/linear.h"
+#include "ferry/nn/layers/pooling.h"
 #include "ferry/nn/models/mlp.h"
+#include "ferry/nn/models/resnet.h"
 #include "ferry/ops/nn_ops.h"
 #include "ferry/pipeline/pipeline.h"
 #include "tests/support/errors.h"
@@ -111,6 +113,64 @@ INSTANTIATE_TEST_SUITE_P(DevicesAndCheckpoints, GPipeTraining,
                            return std::string(devices[0].is_cpu() ? "CpuSim0_" : "Sim0Sim1_") +
                                   std::get<1>(info.param);
                          });
+
+// ResNet-18 (10 classes) as a Sequential of its top-level layers, batch norms in evaluation
+// mode (in training they would normalize per micro-batch, by design, and the gradients would
+// differ from the unpipelined module's).
+nn::Sequential resnet18_sequential(uint64_t seed) {
+  nn::models::ResNetOptions options;
+  options.num_classes = 10;
+  options.seed = seed;
+  nn::models::ResNet net = nn::models::resnet18(options);
+  nn::Sequential s;
+  s->push_back(net->conv1);
+  s->push_back(net->bn1);
+  s->push_back(net->relu);
+  s->push_back(net->maxpool);
+  s->push_back(net->layer1);
+  s->push_back(net->layer2);
+  s->push_back(net->layer3);
+  s->push_back(net->layer4);
+  s->push_back(net->avgpool);
+  s->push_back(nn::Flatten());
+  s->push_back(net->fc);
+  return s;
+}
+
+void batch_norms_to_eval(const nn::Sequential& s) {
+  s.ptr()->apply([](nn::Module& m) {
+    if (dynamic_cast<nn::BatchNorm2dImpl*>(&m) != nullptr) m.eval();
+  });
+}
+
+TEST(GPipeResNet, ResNet18StepMatchesTheUnpipelinedModule) {
+  if (device_count(DeviceType::Sim) < 2) GTEST_SKIP() << "needs 2 sim devices";
+  configure_chaos();
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  const uint64_t seed = ferry::testing::test_seed();
+  Generator gen(seed);
+  const Tensor x = randn({3, 3, 32, 32}, kFloat32, &gen);  // chunks 2: 2 and 1 images
+  const Tensor target = randn({3, 10}, kFloat32, &gen);
+  nn::Sequential reference = resnet18_sequential(seed);
+  batch_norms_to_eval(reference);
+  const Tensor expected_loss = mse_loss(reference->forward(x), target);
+  expected_loss.backward();
+  nn::Sequential model = resnet18_sequential(seed);
+  GPipe pipe(model, {6, 5}, {kSim0, kSim1}, 2, "except_last");
+  batch_norms_to_eval(model);
+  const Tensor loss = mse_loss(pipe.forward(x.to(kSim0)), target.to(kSim1));
+  loss.backward();
+  EXPECT_ALL_CLOSE(loss, expected_loss, 1e-4, 1e-6);
+  const auto got = model->named_parameters();
+  const auto want = reference->named_parameters();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    SCOPED_TRACE(got.items()[k].key());
+    ASSERT_TRUE(got.items()[k].value().grad().defined());
+    EXPECT_ALL_CLOSE(got.items()[k].value().grad(), want.items()[k].value().grad(), 1e-3, 1e-5);
+  }
+  sim::configure(sim::SimConfig{});
+}
 
 class GPipeTest : public ::testing::Test {
  protected:
