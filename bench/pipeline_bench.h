@@ -1,0 +1,26 @@
+// The pipeline benchmark behind `ferry bench-pipeline` (docs/pipeline.md, "Performance"): GPipe
+// on sim devices whose kernels take the time FERRY_SIM_COMPUTE's model says (the host has too few
+// cores to measure 8 stages otherwise), against the ideal utilization m / (m + n - 1); the cost
+// of copies on a slow link (how much of their time hides behind compute); two stages with real
+// compute at once; a text Gantt chart of one run, and optionally its Chrome trace.
+#pragma once
+
+#include <string>
+
+namespace ferry::bench {
+
+struct PipelineOptions {
+  std::string compute = "50G";     // modelled FLOP/s (FERRY_SIM_COMPUTE's format)
+  std::string bandwidth = "12G";   // the PCIe-like link for the throughput table
+  std::string slow_link = "100M";  // the link of the copy-overlap case
+  int repeat = 3;                  // timed steps per case (median), after one warm-up
+  int width = 96;                  // columns of the Gantt chart
+  std::string trace;               // Chrome-trace JSON of the Gantt run ("" = none)
+  bool quick = false;              // fewer, smaller cases: a smoke test
+};
+
+// Runs the benchmark, prints the tables and the timeline; returns the process exit code (1 when
+// a target is missed, never with --quick).
+int run_pipeline_bench(const PipelineOptions& options);
+
+}  // namespace ferry::bench
