@@ -14,6 +14,7 @@
 #include <string>
 
 #include "tests/support/tool.h"
+#include "tests/tools/bench_json.h"
 
 namespace ferry {
 namespace {
@@ -21,14 +22,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::run_ferry_tool;
 using Result = testing::ToolRun;
-
-bool bench_built() {
-#if defined(FERRY_TEST_BENCH_BUILT)
-  return true;
-#else
-  return false;
-#endif
-}
+using testing::bench_built;
 
 TEST(BenchPipelineCommand, QuickRunPrintsTheTableTheTimelineAndAChromeTrace) {
   FERRY_SKIP_WITHOUT_TOOL();

@@ -52,6 +52,18 @@ void copy_short_runs(char* dst, int64_t dst1, const char* src, int64_t src1, int
   }
 }
 
+// The next position of the odometer over dims [first, ndim): dst and src move with it.
+void step_odometer(const CopyProblem& p, int first, DimVector& idx, char*& dst, const char*& src) {
+  for (int d = first; d < p.ndim(); ++d) {
+    dst += p.dst_strides[d];
+    src += p.src_strides[d];
+    if (++idx[d] < p.sizes[d]) return;
+    dst -= p.sizes[d] * p.dst_strides[d];
+    src -= p.sizes[d] * p.src_strides[d];
+    idx[d] = 0;
+  }
+}
+
 // Elements [lo, hi) of the problem in dst's order (dim 0 fastest), as runs along dim 0.
 void run_rows(const CopyProblem& p, CopyKernelKind kind, ConjNeg flags, bool stream, int64_t lo,
               int64_t hi) {
@@ -90,14 +102,7 @@ void run_rows(const CopyProblem& p, CopyKernelKind kind, ConjNeg flags, bool str
       dst -= p.sizes[1] * p.dst_strides[1];
       src -= p.sizes[1] * p.src_strides[1];
       idx[1] = 0;
-      for (int d = 2; d < nd; ++d) {  // odometer over the dims beyond 1
-        dst += p.dst_strides[d];
-        src += p.src_strides[d];
-        if (++idx[d] < p.sizes[d]) break;
-        dst -= p.sizes[d] * p.dst_strides[d];
-        src -= p.sizes[d] * p.src_strides[d];
-        idx[d] = 0;
-      }
+      step_odometer(p, 2, idx, dst, src);
       continue;
     }
     const int64_t m = std::min(n0 - col, remaining);
@@ -111,14 +116,7 @@ void run_rows(const CopyProblem& p, CopyKernelKind kind, ConjNeg flags, bool str
     dst -= col * dst0;
     src -= col * src0;
     col = 0;
-    for (int d = 1; d < nd; ++d) {  // odometer over the outer dims
-      dst += p.dst_strides[d];
-      src += p.src_strides[d];
-      if (++idx[d] < p.sizes[d]) break;
-      dst -= p.sizes[d] * p.dst_strides[d];
-      src -= p.sizes[d] * p.src_strides[d];
-      idx[d] = 0;
-    }
+    step_odometer(p, 1, idx, dst, src);
   }
 }
 
