@@ -16,8 +16,9 @@ const char* simd_target();
 // The targets compiled into ferry that this CPU supports, best first.
 std::vector<std::string> simd_targets();
 
-// Dispatches to `name`, one of simd_targets(); "" restores the best. Raises ferry::Error for
-// any other name. Not safe while copies run on other threads.
+// Dispatches to `name`, one of simd_targets(); "" restores the default (FERRY_CPU_TARGET's choice,
+// else the best). Raises ferry::Error for any other name. Not safe while copies run on other
+// threads.
 void set_simd_target(std::string_view name);
 
 // Whether float32 -> bfloat16 transposes on the AVX3 target convert with the CPU's own
