@@ -95,14 +95,11 @@ void run_rows(const CopyProblem& p, CopyKernelKind kind, ConjNeg flags, bool str
       copy_short_runs(dst, p.dst_strides[1], src, p.src_strides[1], n0 * elem, k);
       remaining -= k * n0;
       if (remaining == 0) return;
-      idx[1] += k;
-      dst += k * p.dst_strides[1];
-      src += k * p.src_strides[1];
-      if (idx[1] < p.sizes[1]) continue;
-      dst -= p.sizes[1] * p.dst_strides[1];
-      src -= p.sizes[1] * p.src_strides[1];
-      idx[1] = 0;
-      step_odometer(p, 2, idx, dst, src);
+      // On to the last run copied (k >= 1), then one odometer step past it.
+      idx[1] += k - 1;
+      dst += (k - 1) * p.dst_strides[1];
+      src += (k - 1) * p.src_strides[1];
+      step_odometer(p, 1, idx, dst, src);
       continue;
     }
     const int64_t m = std::min(n0 - col, remaining);
