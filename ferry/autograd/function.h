@@ -12,7 +12,8 @@
 // forward runs with grad mode off; its outputs get a node whose backward is T::backward, which
 // returns one gradient per forward argument (undefined for non-tensor arguments and for tensors
 // that need none). The node runs on the stream current for its outputs' device when apply()
-// returned, like every node (PyTorch's rule). torchgpipe's Copy and Wait are written with it.
+// returned, like every node (PyTorch's rule). (ferry/pipeline records its Copy, Wait and checkpoint
+// nodes with pipeline::record_function instead, because saved_data cannot hold streams.)
 #pragma once
 
 #include <cxxabi.h>
