@@ -10,6 +10,7 @@
 
 #include "ferry/backends/cpu/math/wrapping.h"
 #include "ferry/core/error.h"
+#include "ferry/iter/copy_element.h"
 #include "ferry/iter/elementwise_stub.h"
 
 namespace ferry::cpu {
@@ -184,12 +185,12 @@ void run_unary(const TensorIterator& iter, const ElementwiseOp& op) {
   } else if constexpr (!std::is_same_v<T, bool>) {
     switch (op.kind) {
       case ElementwiseKind::Neg:
-        return unary_loop<T, T>(iter, [&](T x) { return static_cast<T>(wrapping_neg(c(x))); });
+        return unary_loop<T, T>(iter, [&](T x) { return static_cast<T>(negate_element(c(x))); });
       case ElementwiseKind::Relu:
         return unary_loop<T, T>(iter, [&](T x) { return x < T(0) ? T(0) : x; });
       case ElementwiseKind::Abs:
         return unary_loop<T, T>(
-            iter, [&](T x) { return static_cast<T>(x < T(0) ? wrapping_neg(x) : x); });
+            iter, [&](T x) { return static_cast<T>(x < T(0) ? negate_element(x) : x); });
       case ElementwiseKind::Sign:
         return unary_loop<T, T>(iter, [&](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); });
       case ElementwiseKind::Pow: {

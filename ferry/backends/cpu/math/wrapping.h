@@ -3,7 +3,8 @@
 // overflow (UBSan reports it, and an optimizer may assume it never happens). Sums of garbage
 // integers, e.g. a fuzzed checkpoint's tensors, must give a value, not a crash.
 // Guarantees: for signed integers the result is the exact result reduced modulo 2^bits; every
-// other type (floating point, unsigned, bool) uses the plain operator.
+// other type (floating point, unsigned, bool) uses the plain operator. Negation that wraps is the
+// copy engine's negate_element (ferry/iter/copy_element.h).
 #pragma once
 
 #include <cstdint>
@@ -38,15 +39,6 @@ constexpr T wrapping_mul(T a, T b) {
     return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
   } else {
     return a * b;
-  }
-}
-
-template <typename T>
-constexpr T wrapping_neg(T a) {
-  if constexpr (wraps_v<T>) {
-    return static_cast<T>(uint64_t{0} - static_cast<uint64_t>(a));
-  } else {
-    return -a;
   }
 }
 
