@@ -1,0 +1,163 @@
+// The switch grouping planners: group_optimally against every grouping of small random models
+// (exhaustive enumeration, seeds printed), the timeline model's rules, PipeSwitch's search never
+// beating the optimum, the regimes where the answer is known, and bad input refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "ferry/core/error.h"
+#include "ferry/switch/grouping.h"
+#include "tests/support/random.h"
+
+namespace ferry::switch_ {
+namespace {
+
+std::vector<LayerCost> random_layers(std::mt19937_64& rng, size_t n, double transfer_scale,
+                                     double compute_scale) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::vector<LayerCost> layers(n);
+  for (size_t i = 0; i < n; ++i) {
+    layers[i].name = "layer" + std::to_string(i);
+    layers[i].bytes = static_cast<uint64_t>(unit(rng) * 1e7);
+    // Skewed: a few heavy layers, as real models have (the fc of ResNet, BERT's embeddings).
+    layers[i].transfer_s = transfer_scale * std::pow(unit(rng), 3.0);
+    layers[i].compute_s = compute_scale * unit(rng);
+  }
+  return layers;
+}
+
+// The least completion time of all 2^(n-1) groupings, by enumeration.
+double brute_force_best(const std::vector<LayerCost>& layers, const GroupCosts& costs) {
+  const size_t n = layers.size();
+  double best = std::numeric_limits<double>::infinity();
+  for (uint64_t cuts = 0; cuts < (uint64_t{1} << (n - 1)); ++cuts) {
+    std::vector<size_t> ends;
+    for (size_t i = 0; i + 1 < n; ++i) {
+      if (cuts & (uint64_t{1} << i)) ends.push_back(i + 1);
+    }
+    ends.push_back(n);
+    best = std::min(best, simulate_switch(layers, costs, ends).completion_s);
+  }
+  return best;
+}
+
+TEST(SwitchGrouping, OptimalMatchesExhaustiveSearchOnRandomModels) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  std::mt19937_64 rng = ferry::testing::test_rng();
+  // Transfer-bound, compute-bound and balanced models; overheads from none to larger than a layer.
+  const double regimes[][4] = {{1e-3, 1e-4, 0, 0},
+                               {1e-4, 1e-3, 2e-5, 1e-5},
+                               {1e-3, 1e-3, 1e-4, 5e-5},
+                               {1e-3, 1e-3, 2e-3, 0},
+                               {5e-4, 1e-3, 1e-5, 1e-3}};
+  for (const auto& regime : regimes) {
+    for (int trial = 0; trial < 12; ++trial) {
+      const size_t n = 1 + rng() % 12;
+      const std::vector<LayerCost> layers = random_layers(rng, n, regime[0], regime[1]);
+      const GroupCosts costs{regime[2], regime[3]};
+      const Grouping optimal = group_optimally(layers, costs);
+      const double expected = brute_force_best(layers, costs);
+      ASSERT_NEAR(optimal.completion_s, expected, 1e-12 * std::max(1.0, expected))
+          << "n=" << n << " regime " << regime[0] << "/" << regime[1] << "/" << regime[2] << "/"
+          << regime[3];
+      EXPECT_DOUBLE_EQ(optimal.completion_s,
+                       simulate_switch(layers, costs, optimal.ends).completion_s);
+      EXPECT_EQ(optimal.planner, "optimal");
+
+      const Grouping pipeswitch = group_like_pipeswitch(layers, costs);
+      EXPECT_GE(pipeswitch.completion_s, optimal.completion_s * (1 - 1e-12));
+      EXPECT_LE(pipeswitch.completion_s, group_per_layer(layers, costs).completion_s);
+      EXPECT_LE(pipeswitch.completion_s, group_all_at_once(layers, costs).completion_s);
+      EXPECT_TRUE(pipeswitch.exhaustive);
+    }
+  }
+}
+
+TEST(SwitchGrouping, TimelineFollowsTheCopyAndComputeRules) {
+  const std::vector<LayerCost> layers = {
+      {"a", 100, 1.0, 0.5}, {"b", 100, 2.0, 0.25}, {"c", 100, 0.5, 3.0}, {"d", 100, 0.25, 1.0}};
+  const GroupCosts costs{0.125, 0.0625};
+  const std::vector<size_t> ends = {1, 3, 4};
+  const SwitchTimeline timeline = simulate_switch(layers, costs, ends);
+  ASSERT_EQ(timeline.copies.size(), 3u);
+  ASSERT_EQ(timeline.computes.size(), 4u);
+  // Copies back to back: overhead plus the group's transfers.
+  EXPECT_DOUBLE_EQ(timeline.copies[0].end_s, 1.125);
+  EXPECT_DOUBLE_EQ(timeline.copies[1].start_s, 1.125);
+  EXPECT_DOUBLE_EQ(timeline.copies[1].end_s, 1.125 + 0.125 + 2.5);
+  EXPECT_DOUBLE_EQ(timeline.copies[2].end_s, 3.75 + 0.125 + 0.25);
+  // Layer a waits for group 0 plus the wait; b and c for group 1; d is later than its group.
+  EXPECT_DOUBLE_EQ(timeline.computes[0].start_s, 1.1875);
+  EXPECT_DOUBLE_EQ(timeline.computes[1].start_s, 3.8125);
+  EXPECT_DOUBLE_EQ(timeline.computes[2].start_s, 3.8125 + 0.25);
+  EXPECT_DOUBLE_EQ(timeline.computes[3].start_s, 3.8125 + 0.25 + 3.0);
+  EXPECT_DOUBLE_EQ(timeline.completion_s, 3.8125 + 0.25 + 3.0 + 1.0);
+  EXPECT_EQ(timeline.computes[3].group, 2u);
+  EXPECT_EQ(timeline.copies[1].layer, 1u);
+}
+
+TEST(SwitchGrouping, KnownRegimes) {
+  std::mt19937_64 rng(7);
+  const std::vector<LayerCost> layers = random_layers(rng, 40, 1e-3, 1e-3);
+  // No per-group cost: finer groups never hurt, so one group per layer is optimal.
+  EXPECT_NEAR(group_optimally(layers, {0, 0}).completion_s,
+              group_per_layer(layers, {0, 0}).completion_s, 1e-12);
+  // A per-group cost far above the model's whole time: one group.
+  const Grouping expensive = group_optimally(layers, {10.0, 0});
+  EXPECT_EQ(expensive.ends, std::vector<size_t>{40});
+  // Never worse than either simple plan, never faster than the copy or the compute alone.
+  const GroupCosts costs{5e-5, 2e-5};
+  const Grouping optimal = group_optimally(layers, costs);
+  EXPECT_LE(optimal.completion_s, group_per_layer(layers, costs).completion_s);
+  EXPECT_LE(optimal.completion_s, group_all_at_once(layers, costs).completion_s);
+  EXPECT_GE(optimal.completion_s, ready_time(layers));
+  double transfer = 0;
+  for (const LayerCost& layer : layers) transfer += layer.transfer_s;
+  EXPECT_GE(optimal.completion_s, transfer + costs.copy_overhead_s + costs.wait_s);
+}
+
+TEST(SwitchGrouping, LargeModelsPlanQuickly) {
+  // ResNet-152 has 466 parameterised modules; the exact plan must stay cheap at that size.
+  std::mt19937_64 rng(11);
+  const std::vector<LayerCost> layers = random_layers(rng, 466, 1e-4, 1e-4);
+  const Grouping optimal = group_optimally(layers, {1e-5, 5e-6});
+  EXPECT_EQ(optimal.ends.back(), 466u);
+  const Grouping pipeswitch = group_like_pipeswitch(layers, {1e-5, 5e-6}, 200'000);
+  EXPECT_GE(pipeswitch.completion_s, optimal.completion_s * (1 - 1e-12));
+}
+
+TEST(SwitchGrouping, EmptyModelAndDescriptions) {
+  EXPECT_TRUE(group_optimally({}, {1, 1}).ends.empty());
+  EXPECT_EQ(group_like_pipeswitch({}, {1, 1}).completion_s, 0.0);
+  const std::vector<LayerCost> layers = {
+      {"conv1", 2'000'000, 1, 1}, {"bn1", 500'000, 1, 1}, {"fc", 4'000'000, 1, 1}};
+  const std::vector<std::string> text = describe_groups(layers, std::vector<size_t>{2, 3});
+  ASSERT_EQ(text.size(), 2u);
+  EXPECT_EQ(text[0], "conv1 .. bn1 (2 layers, 2.50 MB)");
+  EXPECT_EQ(text[1], "fc (1 layer, 4.00 MB)");
+}
+
+TEST(SwitchGrouping, BadInputIsRefusedWithWhatWasGiven) {
+  std::vector<LayerCost> layers = {{"conv1", 1, 1, 1}, {"fc", 1, 1, 1}};
+  layers[1].compute_s = std::numeric_limits<double>::quiet_NaN();
+  try {
+    group_optimally(layers, {0, 0});
+    FAIL() << "a NaN compute time was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("compute time for layer 'fc'"), std::string::npos)
+        << e.what();
+  }
+  layers[1].compute_s = 1;
+  EXPECT_THROW(group_optimally(layers, {-1, 0}), Error);
+  EXPECT_THROW(simulate_switch(layers, {0, 0}, std::vector<size_t>{1}), Error);
+  EXPECT_THROW(simulate_switch(layers, {0, 0}, std::vector<size_t>{2, 2}), Error);
+  EXPECT_THROW(simulate_switch(layers, {0, 0}, std::vector<size_t>{0, 2}), Error);
+  EXPECT_THROW(describe_groups(layers, std::vector<size_t>{3}), Error);
+}
+
+}  // namespace
+}  // namespace ferry::switch_

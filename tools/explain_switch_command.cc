@@ -1,0 +1,109 @@
+// `ferry explain-switch MODEL`: how a switch to MODEL on a device would be pipelined. Measures
+// the link and each layer on the device (under the sim's link and compute models when the device
+// is a sim device: FERRY_SIM_BANDWIDTH, FERRY_SIM_COMPUTE), then prints the completion time each
+// planner predicts (load then run, one group per layer, PipeSwitch's search with a host
+// synchronize per group, ferry's exact grouping with device-side waits) and ferry's groups.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "ferry/autograd/grad_mode.h"
+#include "ferry/device/stream.h"
+#include "ferry/switch/grouping.h"
+#include "ferry/switch/switch_profile.h"
+#include "ferry/switch/zoo_model.h"
+#include "tools/command.h"
+
+namespace ferry::tools {
+namespace {
+
+struct ExplainSwitchOptions {
+  std::string model;
+  std::string device = "sim:0";
+  switch_::ZooInputShape shape;
+  int repeats = 3;
+  bool layers = false;
+};
+
+double ms(double seconds) { return seconds * 1e3; }
+
+void print_plan(const char* label, const switch_::Grouping& plan, double ready_s) {
+  std::printf("  %-30s %6zu %12.3f %12.3f%s\n", label, plan.ends.size(), ms(plan.completion_s),
+              ms(plan.completion_s - ready_s), plan.exhaustive ? "" : "  (search stopped early)");
+}
+
+int explain_switch(const ExplainSwitchOptions& o) {
+  const Device device(o.device);
+  switch_::ZooModel model = switch_::make_zoo_model(o.model, 0, o.shape);
+  model.module->to(device);
+  const Tensor input = model.example_input(device);
+  const switch_::LinkProfile link = switch_::measure_link(device, std::max(15, 5 * o.repeats));
+  const std::vector<switch_::LayerCost> costs =
+      switch_::profile_layers(model.layers, input, link, o.repeats);
+
+  const switch_::GroupCosts ferry_costs = switch_::ferry_group_costs(link);
+  const switch_::GroupCosts pipeswitch_costs = switch_::pipeswitch_group_costs(link);
+  const double ready_s = switch_::ready_time(costs);
+  double transfer_s = 0;
+  uint64_t bytes = 0;
+  for (const auto& layer : costs) {
+    transfer_s += layer.transfer_s;
+    bytes += layer.bytes;
+  }
+
+  std::printf("explain-switch %s on %s (batch %lld)\n", o.model.c_str(), device.str().c_str(),
+              static_cast<long long>(o.shape.batch));
+  std::printf(
+      "  link: %.2f GB/s, %.1f us per copy; a group's arrival seen in %.1f us on the device, "
+      "%.1f us through a host synchronize and a message\n",
+      link.bandwidth_bytes_per_s / 1e9, link.copy_latency_s * 1e6, link.device_wait_s * 1e6,
+      link.host_sync_s * 1e6);
+  std::printf("  %zu layers, %.2f MB of weights: transfer %.3f ms, compute (ready) %.3f ms\n",
+              costs.size(), static_cast<double>(bytes) / 1e6, ms(transfer_s), ms(ready_s));
+  if (o.layers) {
+    std::printf("\n  %-24s %12s %12s %12s\n", "layer", "MB", "transfer ms", "compute ms");
+    for (const auto& layer : costs) {
+      std::printf("  %-24s %12.3f %12.4f %12.4f\n", layer.name.c_str(),
+                  static_cast<double>(layer.bytes) / 1e6, ms(layer.transfer_s),
+                  ms(layer.compute_s));
+    }
+  }
+  std::printf("\n  %-30s %6s %12s %12s\n", "plan", "groups", "total ms", "over ready");
+  print_plan("load, then run", switch_::group_all_at_once(costs, ferry_costs), ready_s);
+  print_plan("per layer, host sync", switch_::group_per_layer(costs, pipeswitch_costs), ready_s);
+  print_plan("PipeSwitch search, host sync",
+             switch_::group_like_pipeswitch(costs, pipeswitch_costs), ready_s);
+  const switch_::Grouping optimal = switch_::group_optimally(costs, ferry_costs);
+  print_plan("ferry: optimal, device wait", optimal, ready_s);
+  std::printf("\n  ferry's groups:\n");
+  const auto groups = switch_::describe_groups(costs, optimal.ends);
+  for (size_t g = 0; g < groups.size(); ++g) std::printf("  %4zu  %s\n", g + 1, groups[g].c_str());
+  return 0;
+}
+
+FERRY_REGISTER_COMMAND(
+    "explain-switch",
+    "Plan a switch to MODEL on a device: measure the link and each layer, and print the "
+    "completion time of each grouping (load then run, per layer, PipeSwitch's, ferry's optimal) "
+    "and ferry's groups",
+    [](CLI::App& sub) -> std::function<int()> {
+      auto options = std::make_shared<ExplainSwitchOptions>();
+      sub.add_option("model", options->model,
+                     "Architecture: resnet18/34/50/101/152, bert-base or bert-tiny")
+          ->required();
+      sub.add_option("--device", options->device, "The device switched to")->capture_default_str();
+      sub.add_option("--batch", options->shape.batch, "Batch of the request")
+          ->capture_default_str();
+      sub.add_option("--image-size", options->shape.image_size, "ResNet input height and width")
+          ->capture_default_str();
+      sub.add_option("--seq-len", options->shape.seq_len, "BERT sequence length")
+          ->capture_default_str();
+      sub.add_option("--repeats", options->repeats, "Timed runs per measurement (median)")
+          ->capture_default_str();
+      sub.add_flag("--layers", options->layers, "Also print each layer's size and times");
+      return [options] { return explain_switch(*options); };
+    });
+
+}  // namespace
+}  // namespace ferry::tools
