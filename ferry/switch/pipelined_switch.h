@@ -1,0 +1,53 @@
+// The switch itself, within one process: a model's weights cross from its pinned image into a
+// new device block group by group on a copy stream, while the compute stream runs each layer as
+// soon as its group has arrived. Everything is queued from the calling thread and nothing waits
+// on the host: each group's copy records an event and the compute stream waits for that event on
+// the device before the group's first layer (PipeSwitch instead synchronizes a host thread on
+// each group and sends the compute process a message).
+//
+// Stream safety: the copy stream first waits for the compute stream (the new block may be memory
+// the compute stream freed a moment ago and still reads), the block is recorded on the copy
+// stream (freeing it later waits for the copies), and the pinned image's block is recorded on the
+// copy stream by copy_ itself, so neither side can be reused while a copy still reads or writes.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "ferry/core/tensor.h"
+#include "ferry/device/event.h"
+#include "ferry/device/stream.h"
+#include "ferry/switch/model_image.h"
+#include "ferry/switch/switch_layers.h"
+
+namespace ferry::switch_ {
+
+struct SwitchStreams {
+  Stream copy;     // carries the weights
+  Stream compute;  // runs the layers; the request's input must be ready on it
+};
+
+struct QueuedSwitch {
+  Tensor output;  // on the device, valid once the compute stream has reached it
+  Tensor block;   // the device block holding the weights (the model's tensors are views of it)
+  // One per group that carried bytes, recorded on the copy stream after the group's copy. Keep
+  // them until the compute stream has passed its waits.
+  std::vector<Event> arrivals;
+};
+
+// Binds the model's weights to a new block on the compute stream's device, queues the groups'
+// copies (`group_ends` as in grouping.h, over `layers`, which must be the layers `image` was built
+// from) and the layers' computation on `input`, and returns without waiting. Runs without
+// autograd. Raises ferry::Error for streams of different devices, the same stream twice, a CPU
+// stream, an input on another device, or a grouping of another number of layers.
+QueuedSwitch switch_in(const ModelImage& image, const std::vector<SwitchLayer>& layers,
+                       std::span<const size_t> group_ends, const Tensor& input,
+                       const SwitchStreams& streams);
+
+// Gives the model's weights back to the pinned image (the module's tensors become host views
+// again); the device block is freed when the last reference to it (QueuedSwitch::block, tensors
+// still viewing it) is gone, after the work queued on it.
+void switch_out(const ModelImage& image);
+
+}  // namespace ferry::switch_
