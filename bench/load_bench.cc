@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +18,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "ferry/backends/sim/sim.h"
 #include "ferry/core/error.h"
@@ -63,10 +68,45 @@ struct Row {
   std::string target;
 };
 
-void print_row(const Row& r) {
+// Prints the row and keeps it for the JSON.
+void print_row(std::vector<Row>& rows, const Row& r) {
+  rows.push_back(r);
   std::printf("%-34s %9.2f %7.2f   %-28s %9.2f %6.2f   %s\n", r.name.c_str(), r.ms,
               r.bytes / r.ms / 1e6, r.baseline.c_str(), r.baseline_ms, r.ratio, r.target.c_str());
   std::fflush(stdout);
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// The table's rows (an indented row, "  (same run)", named after the row above it), then the
+// cold-cache medians (-1: not measured).
+std::string to_json(const std::vector<Row>& rows, double bytes, bool quick,
+                    std::pair<double, double> cold_ms) {
+  std::ostringstream out;
+  out << "{\n  \"bytes\": " << bytes << ", \"quick\": " << (quick ? "true" : "false")
+      << ",\n  \"cases\": [\n";
+  std::string parent;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    const bool sub = r.name.rfind("  ", 0) == 0;
+    if (!sub) parent = r.name;
+    const std::string name = sub ? parent + " " + r.name.substr(2) : r.name;
+    out << "    {\"case\": " << json_string(name) << ", \"ms\": " << r.ms
+        << ", \"gbps\": " << r.bytes / r.ms / 1e6 << ", \"baseline\": " << json_string(r.baseline)
+        << ", \"baseline_ms\": " << r.baseline_ms << ", \"ratio\": " << r.ratio
+        << ", \"target\": " << json_string(r.target) << "}" << (i + 1 < rows.size() ? "," : "")
+        << "\n";
+  }
+  out << "  ],\n  \"cold\": {\"buffered_ms\": " << cold_ms.first
+      << ", \"direct_ms\": " << cold_ms.second << "}\n}\n";
+  return out.str();
 }
 
 // Times `op` and `baseline` interleaved `repeat` times (after one warm-up each).
@@ -114,6 +154,14 @@ int run_load_bench(const LoadBenchOptions& o) {
   const int repeat = o.quick ? std::min(o.repeat, 3) : o.repeat;
   std::string dir = o.dir;
   if (dir.empty()) dir = std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp";
+  FERRY_CHECK(o.json != "-",
+              "bench-load --json: expected a file path, but got \"-\" (the tables use stdout)");
+  std::ofstream json_file;
+  if (!o.json.empty()) {
+    json_file.open(o.json);
+    FERRY_CHECK(json_file.good(), "bench-load: cannot write --json file \"", o.json, "\" (",
+                std::strerror(errno), ")");
+  }
   const std::string path = dir + "/ferry-bench-load-" + std::to_string(::getpid()) + ".safetensors";
   std::printf("ferry bench-load: CPU %s (lscpu), %u hardware threads; median of %d runs; %s\n",
               cpu_model_name().c_str(), std::thread::hardware_concurrency(), repeat,
@@ -145,6 +193,7 @@ int run_load_bench(const LoadBenchOptions& o) {
   std::printf("%-34s %9s %7s   %-28s %9s %6s   %s\n", "load", "ms", "GB/s", "baseline", "base ms",
               "ratio", "target");
   const bool direct = direct_supported(path);
+  std::vector<Row> rows;
   std::vector<std::pair<std::string, st::LoadOptions>> host_cases = {
       {"pinned, buffered reads", {.host_memory = st::HostMemory::kPinned}},
       {"pageable, buffered reads", {.host_memory = st::HostMemory::kPageable}},
@@ -158,8 +207,8 @@ int run_load_bench(const LoadBenchOptions& o) {
   for (const auto& [name, options] : host_cases) {
     const auto [ms, base] =
         interleaved([&, opt = options] { (void)st::load(path, opt); }, memcpy_once, repeat);
-    print_row({name, ms, bytes, "memcpy of the same bytes", base, base / ms,
-               name == "pinned, buffered reads" ? ">= 0.8" : ""});
+    print_row(rows, {name, ms, bytes, "memcpy of the same bytes", base, base / ms,
+                     name == "pinned, buffered reads" ? ">= 0.8" : ""});
   }
 
   // sim:0 with every link at 25 GB/s (FERRY_SIM_BANDWIDTH=25G).
@@ -184,9 +233,9 @@ int run_load_bench(const LoadBenchOptions& o) {
              {"sim:0 @ 25 GB/s, staged, 4 x 64 MiB", {.device = dev, .chunk_bytes = 64 << 20}}}) {
       const auto [ms, base] =
           interleaved([&, opt = options] { (void)st::load(path, opt); }, link_copy, repeat);
-      print_row(
-          {name, ms, bytes, "modelled link (bytes/25 GB/s)", nominal, nominal / ms, ">= 0.9"});
-      print_row({"  (same run)", ms, bytes, "measured pinned h2d copy", base, base / ms, ""});
+      print_row(rows, {name, ms, bytes, "modelled link (bytes/25 GB/s)", nominal, nominal / ms,
+                       ">= 0.9"});
+      print_row(rows, {"  (same run)", ms, bytes, "measured pinned h2d copy", base, base / ms, ""});
       // Without overlap a load costs a read into pinned memory plus the copy: the staged load
       // should beat that sum.
       const std::function<void()> serial = [&] {
@@ -195,12 +244,13 @@ int run_load_bench(const LoadBenchOptions& o) {
       };
       const auto [ms2, serial_ms] =
           interleaved([&, opt = options] { (void)st::load(path, opt); }, serial, repeat);
-      print_row({"  (again)", ms2, bytes, "pinned load, then the copy", serial_ms, serial_ms / ms2,
-                 "> 1: overlapped"});
+      print_row(rows, {"  (again)", ms2, bytes, "pinned load, then the copy", serial_ms,
+                       serial_ms / ms2, "> 1: overlapped"});
     }
   }
   sim::configure(saved);
 
+  std::pair<double, double> cold_ms = {-1, -1};  // buffered, O_DIRECT
   if (o.cold) {
     std::printf("\ncold cache (the file's pages dropped before each load; medians of %d):\n",
                 std::max(3, repeat / 2));
@@ -218,6 +268,7 @@ int run_load_bench(const LoadBenchOptions& o) {
       }
     }
     const double mb = median(buffered);
+    cold_ms = {mb, direct ? median(directs) : -1};
     std::printf("  pinned, buffered reads: %9.2f ms %7.2f GB/s\n", mb, bytes / mb / 1e6);
     if (direct) {
       const double md = median(directs);
@@ -228,8 +279,16 @@ int run_load_bench(const LoadBenchOptions& o) {
     }
   }
   std::printf("\nratio = baseline ms / ms (above 1: faster than the baseline)\n\n");
+  const std::string json = to_json(rows, bytes, o.quick, cold_ms);
+  if (o.json_text != nullptr) *o.json_text = json;
+  if (!o.json.empty()) {
+    json_file << json;
+    json_file.flush();
+    FERRY_CHECK(json_file.good(), "bench-load: writing --json file \"", o.json, "\" failed");
+    std::printf("wrote %s\n\n", o.json.c_str());
+  }
   memory::pinned_empty_cache();
-  run_module_bench(o.repeat, o.quick);
+  if (o.modules) run_module_bench(o.repeat, o.quick);
   return 0;
 }
 

@@ -3,7 +3,9 @@
 // link (against that link), cold-cache reads with and without O_DIRECT, and Module::to(sim:0) of
 // modules with ResNet-152's and BERT-base's tensors (against one contiguous copy of the same
 // bytes), with PyTorch 1.13's to(dtype) and parameter copies on the CPU when built with it. Every
-// ratio is taken in one run from interleaved samples; figures are medians. See docs/bench.md.
+// ratio is taken in one run from interleaved samples; figures are medians. The load table and
+// the cold-cache figures can be written as JSON too (one {"case": ...} record per row; the
+// module tables are not in it). See docs/bench.md.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,9 @@ struct LoadBenchOptions {
   std::string dir;          // where the test file goes (default: $TMPDIR or /tmp)
   int64_t file_mib = 1024;  // the file's size (quick: 64)
   bool cold = true;         // also time cold-cache loads (drops the file's pages)
+  bool modules = true;      // also run the module tables (run_module_bench)
+  std::string json;         // the load table and cold-cache figures as JSON too ("" = none)
+  std::string* json_text = nullptr;  // when set, also receives the JSON text (for --plot)
 };
 
 int run_load_bench(const LoadBenchOptions& options);

@@ -399,6 +399,7 @@ int run_ops_bench(const OpsOptions& o) {
   }
   set_num_threads(saved_threads);
   const std::string json = to_json(rows, peaks, torch);
+  if (o.json_text != nullptr) *o.json_text = json;
   if (json_to_stdout) {
     std::fputs(json.c_str(), stdout);
     std::fflush(stdout);

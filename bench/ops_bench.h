@@ -49,6 +49,7 @@ struct OpsOptions {
   std::string json;    // write results here too; "-": to stdout, with the table on stderr
   bool quick = false;  // tiny sizes: a smoke test whose numbers mean nothing
   bool large = false;  // conv batch 32 and more repeats
+  std::string* json_text = nullptr;  // when set, also receives the JSON text (for --plot)
 };
 
 // The benchmark's cases for these options.

@@ -4,9 +4,13 @@
 #include "bench/pipeline_bench.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <iomanip>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -120,7 +124,7 @@ std::vector<std::string> lanes_of(const std::vector<Span>& spans) {
   return lanes;
 }
 
-void print_gantt(const std::vector<Span>& spans, int width) {
+void print_gantt(std::FILE* out, const std::vector<Span>& spans, int width) {
   double t0 = 1e300, t1 = 0;
   for (const Span& s : spans) {
     if (s.begin_ms < 0 || s.end_ms < 0) continue;
@@ -137,17 +141,18 @@ void print_gantt(const std::vector<Span>& spans, int width) {
       const int b = std::clamp(static_cast<int>((s.end_ms - t0) * scale + 0.999), a + 1, width);
       for (int c = a; c < b; ++c) row[static_cast<size_t>(c)] = span_char(s);
     }
-    std::printf("  %-14s |%s|\n", lane.c_str(), row.c_str());
+    std::fprintf(out, "  %-14s |%s|\n", lane.c_str(), row.c_str());
   }
-  std::printf("  %-14s  0 ms%*s%.1f ms\n", "", width - 8, "", t1 - t0);
-  std::printf(
+  std::fprintf(out, "  %-14s  0 ms%*s%.1f ms\n", "", width - 8, "", t1 - t0);
+  std::fprintf(
+      out,
       "  forward of micro-batch i: digit i; backward: letter a+i; recompute: A+i; copy: '>'\n");
 }
 
-void write_chrome_trace(const std::vector<Span>& spans, const std::string& path) {
-  std::ofstream out(path);
-  FERRY_CHECK(out.good(), "bench-pipeline --trace: expected a writable file, but cannot open \"",
-              path, "\"");
+// The spans as Chrome-trace JSON: one thread_name record per lane, then an "X" event per span.
+std::string chrome_trace(const std::vector<Span>& spans) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(3);  // microseconds to the nanosecond, however late
   const auto lanes = lanes_of(spans);
   out << "[\n";
   bool first = true;
@@ -174,6 +179,23 @@ void write_chrome_trace(const std::vector<Span>& spans, const std::string& path)
         << "}";
   }
   out << "\n]\n";
+  return out.str();
+}
+
+// Opens `path` for writing before the benchmark runs, so that a bad path fails first.
+void open_output(std::ofstream& file, const std::string& path, const char* option) {
+  if (path.empty() || path == "-") return;
+  file.open(path);
+  FERRY_CHECK(file.good(), "bench-pipeline ", option,
+              ": expected a writable file, but cannot open \"", path, "\" (", std::strerror(errno),
+              ")");
+}
+
+void write_output(std::ofstream& file, const std::string& text, const std::string& path,
+                  const char* option) {
+  file << text;
+  file.flush();
+  FERRY_CHECK(file.good(), "bench-pipeline ", option, ": writing \"", path, "\" failed");
 }
 
 // Time during which both compute lanes were busy, over the time either was.
@@ -211,7 +233,16 @@ int run_pipeline_bench(const PipelineOptions& o) {
   const int64_t width = o.quick ? 256 : 1024;
   const int64_t rows = 32;
   const int repeat = o.quick ? 1 : o.repeat;
-  std::printf(
+  std::ofstream json_file, trace_file;
+  open_output(json_file, o.json, "--json");
+  open_output(trace_file, o.trace, "--trace");
+  std::FILE* out = o.json == "-" ? stderr : stdout;  // the tables
+  std::ostringstream json;
+  json << "{\n  \"compute\": \"" << o.compute << "\", \"bandwidth\": \"" << o.bandwidth
+       << "\", \"quick\": " << (o.quick ? "true" : "false") << ", \"repeat\": " << repeat
+       << ",\n  \"cases\": [\n";
+  std::fprintf(
+      out,
       "ferry bench-pipeline: CPU %s (lscpu), %u hardware threads; sim compute model %s FLOP/s "
       "(timing only), link %s B/s; stages Linear(%lld, %lld), %lld rows per micro-batch; median "
       "of %d steps%s\n\n",
@@ -223,13 +254,14 @@ int run_pipeline_bench(const PipelineOptions& o) {
   // 1. Utilization against the ideal m / (m + n - 1): the speed-up over the same layers and
   // micro-batches on one device, divided by the number of stages.
   configure(base, rate, link);
-  std::printf("1. Throughput (checkpoint=never) against the same model on one device\n");
-  std::printf("%7s %7s %9s %9s %8s %11s %15s %7s %9s\n", "stages", "chunks", "1 dev ms", "piped ms",
-              "speed-up", "utilization", "ideal m/(m+n-1)", "ratio", "target");
+  std::fprintf(out, "1. Throughput (checkpoint=never) against the same model on one device\n");
+  std::fprintf(out, "%7s %7s %9s %9s %8s %11s %15s %7s %9s\n", "stages", "chunks", "1 dev ms",
+               "piped ms", "speed-up", "utilization", "ideal m/(m+n-1)", "ratio", "target");
   const std::vector<Case> cases =
       o.quick ? std::vector<Case>{{4, 4}}
               : std::vector<Case>{{4, 4}, {4, 8}, {4, 16}, {8, 4}, {8, 8}, {8, 16}};
-  for (const Case& c : cases) {
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const Case& c = cases[k];
     const double one = pipeline_ms(c.stages, c.chunks, rows, width, repeat, "never", nullptr, true);
     const double t = pipeline_ms(c.stages, c.chunks, rows, width, repeat, "never");
     const double speedup = one / t;
@@ -237,9 +269,18 @@ int run_pipeline_bench(const PipelineOptions& o) {
     const double ideal = static_cast<double>(c.chunks) / (c.chunks + c.stages - 1);
     const bool ok = utilization >= 0.9 * ideal;
     missed += ok ? 0 : 1;
-    std::printf("%7d %7d %9.1f %9.1f %8.2f %11.3f %15.3f %7.3f %9s\n", c.stages, c.chunks, one, t,
-                speedup, utilization, ideal, utilization / ideal, ok ? ">=0.9 ok" : "MISSED");
+    std::fprintf(out, "%7d %7d %9.1f %9.1f %8.2f %11.3f %15.3f %7.3f %9s\n", c.stages, c.chunks,
+                 one, t, speedup, utilization, ideal, utilization / ideal,
+                 ok ? ">=0.9 ok" : "MISSED");
+    json << "    {\"case\": \"" << c.stages << " stages x " << c.chunks
+         << " chunks\", \"stages\": " << c.stages << ", \"chunks\": " << c.chunks
+         << ", \"one_device_ms\": " << one << ", \"pipelined_ms\": " << t
+         << ", \"speedup\": " << speedup << ", \"utilization\": " << utilization
+         << ", \"ideal\": " << ideal << ", \"ratio\": " << utilization / ideal
+         << ", \"target_ratio\": 0.9, \"met\": " << (ok ? "true" : "false") << "}"
+         << (k + 1 < cases.size() ? "," : "") << "\n";
   }
+  json << "  ],\n";
 
   // 2. Copies on a slow link: how much they add to a step, how much of them hides.
   {
@@ -253,7 +294,13 @@ int run_pipeline_bench(const PipelineOptions& o) {
     const double added = slow_ms - fast;
     const bool ok = added <= 0.05 * fast;
     missed += ok ? 0 : 1;
-    std::printf(
+    json << "  \"copy_overlap\": {\"stages\": " << n << ", \"chunks\": " << m << ", \"link\": \""
+         << o.slow_link << "\", \"step_ms\": " << fast << ", \"step_ms_slow_link\": " << slow_ms
+         << ", \"copy_ms_total\": " << total_copy
+         << ", \"copy_ms_hidden\": " << total_copy - std::max(added, 0.0)
+         << ", \"met\": " << (ok ? "true" : "false") << "},\n";
+    std::fprintf(
+        out,
         "\n2. Copy overlap (%d stages, %d chunks, link %s B/s): one copy %.2f ms, a stage's "
         "modelled forward %.2f ms\n   step %.1f ms without link cost, %.1f ms with: copies add "
         "%.1f%% (target <= 5%%: %s); %.1f of %.1f ms of copies (%.0f%%) hidden behind compute\n",
@@ -286,7 +333,11 @@ int run_pipeline_bench(const PipelineOptions& o) {
     step_ms(two, x, grad);
     const double both = concurrency(tracer->spans(), "sim:0 compute", "sim:1 compute");
     set_num_threads(saved_threads);
-    std::printf(
+    json << "  \"real_compute\": {\"one_device_ms\": " << single
+         << ", \"two_devices_ms\": " << piped << ", \"speedup\": " << single / piped
+         << ", \"ideal\": " << 2.0 * m / (m + 1) << ", \"overlap\": " << both << "},\n";
+    std::fprintf(
+        out,
         "\n3. Real compute, MLP 4 x Linear(%lld) + ReLU, %lld chunks of %lld rows, 1 thread per "
         "device: one device %.1f ms, sim:0 + sim:1 %.1f ms (speed-up %.2f, ideal %.2f); sim:0's "
         "compute overlapped sim:1's %.0f%% of its busy time\n",
@@ -300,14 +351,28 @@ int run_pipeline_bench(const PipelineOptions& o) {
     auto tracer = std::make_shared<Tracer>();
     const int n = 4, m = o.quick ? 4 : 8;
     const double t = pipeline_ms(n, m, rows, width, 1, "except_last", tracer);
-    std::printf("\n4. Timeline: %d stages, %d chunks, checkpoint=except_last, one step %.1f ms\n",
-                n, m, t);
+    std::fprintf(out,
+                 "\n4. Timeline: %d stages, %d chunks, checkpoint=except_last, one step %.1f ms\n",
+                 n, m, t);
+    json << "  \"timeline\": {\"stages\": " << n << ", \"chunks\": " << m
+         << ", \"checkpoint\": \"except_last\", \"step_ms\": " << t << "}\n}\n";
     const auto spans = tracer->spans();
-    print_gantt(spans, o.width);
+    print_gantt(out, spans, o.width);
+    const std::string trace = chrome_trace(spans);
+    if (o.trace_text != nullptr) *o.trace_text = trace;
     if (!o.trace.empty()) {
-      write_chrome_trace(spans, o.trace);
-      std::printf("  Chrome trace: %s (chrome://tracing or ui.perfetto.dev)\n", o.trace.c_str());
+      write_output(trace_file, trace, o.trace, "--trace");
+      std::fprintf(out, "  Chrome trace: %s (chrome://tracing or ui.perfetto.dev)\n",
+                   o.trace.c_str());
     }
+  }
+  if (o.json_text != nullptr) *o.json_text = json.str();
+  if (o.json == "-") {
+    std::fputs(json.str().c_str(), stdout);
+    std::fflush(stdout);
+  } else if (!o.json.empty()) {
+    write_output(json_file, json.str(), o.json, "--json");
+    std::fprintf(out, "wrote %s\n", o.json.c_str());
   }
   sim::SimConfig restored = env;
   restored.devices = base.devices;  // sim memory may still be cached: keep the device count

@@ -2,7 +2,7 @@
 # Installs the Debian packages ferry needs to build and test, skipping those already present: the
 # C++ toolchain and libraries, DLPack's header, nlohmann-json (the tests' safetensors reader), and
 # Debian's Python 3 with pybind11, numpy, pytest and matplotlib (for `import ferry`, its tests and
-# `ferry bench --plot`).
+# the bench commands' `--plot` and `--timeline` figures).
 # Usage: scripts/install-deps.sh [--torch]
 #   --torch adds PyTorch: libtorch-dev (the C++ benchmarks' comparison) and python3-torch (the
 #   operator comparison with PyTorch in tests/reference, the pytest round-trips with torch and

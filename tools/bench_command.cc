@@ -51,8 +51,8 @@ FERRY_REGISTER_COMMAND(
       sub.add_option("--json", options->json,
                      "Also write the results to this JSON file (\"-\": JSON on stdout, the table "
                      "on stderr)");
-      auto plot = std::make_shared<std::string>();
-      sub.add_option("--plot", *plot,
+      auto plot = std::make_shared<Figure>(Figure{"--plot", "", "plot_bench.py"});
+      sub.add_option("--plot", plot->png,
                      "Also draw the results as a PNG bar chart (x memcpy, x PyTorch) with "
                      "tools/plot_bench.py (needs python3-matplotlib)");
       sub.add_flag("--quick", options->quick, "Small sizes: a smoke test of a few seconds");
@@ -66,7 +66,7 @@ FERRY_REGISTER_COMMAND(
                    "With --devices: exit with 1 when the sim bound (dense h2d <= 1.2 x memcpy + "
                    "per-copy overhead) does not hold, 2 when it could not be measured");
       return [options, threads, devices, check, plot] {
-        FERRY_CHECK(!*devices || plot->empty(),
+        FERRY_CHECK(!*devices || !plot->wanted(),
                     "bench --plot: draws the copy benchmark's table; the --devices benchmark "
                     "has no JSON to plot yet");
         if (*devices) {
@@ -79,14 +79,13 @@ FERRY_REGISTER_COMMAND(
                     "bench --check: expected --devices with it (the CPU benchmark has "
                     "no pass/fail bound), but got --check alone");
         options->threads = parse_threads(*threads);
-        if (plot->empty()) return bench::run_copy_bench(*options);
-        check_plot(*plot);  // before the run, which takes a while
+        if (!plot->wanted()) return bench::run_copy_bench(*options);
+        check_figure(*plot);  // before the run, which takes a while
         std::string json;
         options->json_text = &json;
         const int status = bench::run_copy_bench(*options);
         if (status != 0) return status;
-        plot_json(json, *plot, "ferry bench: copy_");
-        std::fprintf(options->json == "-" ? stderr : stdout, "wrote %s\n", plot->c_str());
+        draw_figure(*plot, json, "ferry bench: copy_", options->json == "-" ? stderr : stdout);
         return 0;
       };
     });

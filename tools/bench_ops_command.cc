@@ -1,6 +1,7 @@
 // `ferry bench-ops`: the operator benchmark (bench/ops_bench.cc) with its options: matmul against
 // the measured FMA peak, linear, conv2d, per-op overhead and an MLP training step against
-// PyTorch. Registered only when the tool is built with the benchmarks (FERRY_BUILD_BENCH=ON).
+// PyTorch; --plot draws the results (tools/plot_ops.py, checked before the run). Registered only
+// when the tool is built with the benchmarks (FERRY_BUILD_BENCH=ON).
 #if defined(FERRY_HAVE_BENCH)
 
 #include <memory>
@@ -10,6 +11,7 @@
 #include "bench/ops_bench.h"
 #include "ferry/core/error.h"
 #include "tools/command.h"
+#include "tools/plot.h"
 
 namespace ferry::tools {
 namespace {
@@ -50,13 +52,24 @@ FERRY_REGISTER_COMMAND(
       sub.add_option("--json", options->json,
                      "Also write the results to this JSON file (\"-\": JSON on stdout, the table "
                      "on stderr)");
+      auto plot = std::make_shared<Figure>(Figure{"--plot", "", "plot_ops.py"});
+      sub.add_option("--plot", plot->png,
+                     "Also draw the results as a PNG bar chart (x PyTorch, x target, GFLOP/s) "
+                     "with tools/plot_ops.py (needs python3-matplotlib)");
       sub.add_flag("--quick", options->quick, "Tiny sizes: a smoke test of a few seconds");
       sub.add_flag("--large", options->large, "Convolutions at batch 32, and 31 runs per case");
-      return [options, threads] {
+      return [options, threads, plot] {
         FERRY_CHECK(!(options->quick && options->large),
                     "bench-ops: expected at most one of --quick and --large, but got both");
         options->threads = parse_thread_list(*threads);
-        return bench::run_ops_bench(*options);
+        check_figure(*plot);  // before the run, which takes a while
+        std::string json;
+        if (plot->wanted()) options->json_text = &json;
+        const int status = bench::run_ops_bench(*options);
+        if (status != 0) return status;
+        draw_figure(*plot, json, "ferry bench-ops: operators against PyTorch",
+                    options->json == "-" ? stderr : stdout);
+        return 0;
       };
     });
 

@@ -1,13 +1,18 @@
 // `ferry bench-pipeline`: the pipeline benchmark (bench/pipeline_bench.cc): GPipe throughput
 // against the ideal m / (m + n - 1) on sim devices under the compute-time model, copy overlap,
-// two stages with real compute, and a timeline (text Gantt, optional Chrome trace). Registered
-// only when the tool is built with the benchmarks (FERRY_BUILD_BENCH=ON).
+// two stages with real compute, and a timeline (text Gantt, optional Chrome trace), with its
+// figures: --plot draws the throughput table (tools/plot_pipeline.py), --timeline the timeline
+// (tools/plot_timeline.py), both checked before the run. Registered only when the tool is built
+// with the benchmarks (FERRY_BUILD_BENCH=ON).
 #if defined(FERRY_HAVE_BENCH)
 
+#include <cstdio>
 #include <memory>
+#include <string>
 
 #include "bench/pipeline_bench.h"
 #include "tools/command.h"
+#include "tools/plot.h"
 
 namespace ferry::tools {
 namespace {
@@ -33,8 +38,31 @@ FERRY_REGISTER_COMMAND(
           ->capture_default_str();
       sub.add_option("--trace", options->trace,
                      "Also write the timeline as a Chrome trace (JSON) to this file");
+      sub.add_option("--json", options->json,
+                     "Also write the results to this JSON file (\"-\": JSON on stdout, the tables "
+                     "on stderr)");
+      auto plot = std::make_shared<Figure>(Figure{"--plot", "", "plot_pipeline.py"});
+      sub.add_option("--plot", plot->png,
+                     "Also draw the throughput table as a PNG bar chart (utilization vs the ideal "
+                     "schedule) with tools/plot_pipeline.py (needs python3-matplotlib)");
+      auto timeline = std::make_shared<Figure>(Figure{"--timeline", "", "plot_timeline.py"});
+      sub.add_option("--timeline", timeline->png,
+                     "Also draw the timeline as a PNG (one row per device and stream) with "
+                     "tools/plot_timeline.py (needs python3-matplotlib)");
       sub.add_flag("--quick", options->quick, "Fewer, smaller cases: a smoke test");
-      return [options] { return bench::run_pipeline_bench(*options); };
+      return [options, plot, timeline] {
+        check_figure(*plot);  // both before the run, which takes a while
+        check_figure(*timeline);
+        std::string json, trace;
+        if (plot->wanted()) options->json_text = &json;
+        if (timeline->wanted()) options->trace_text = &trace;
+        const int status = bench::run_pipeline_bench(*options);
+        std::FILE* log = options->json == "-" ? stderr : stdout;
+        // A missed target (status 1) still drew its tables: draw its figures as well.
+        draw_figure(*plot, json, "ferry bench-pipeline: GPipe utilization vs the ideal", log);
+        draw_figure(*timeline, trace, "ferry bench-pipeline: one step's timeline", log);
+        return status;
+      };
     });
 
 }  // namespace

@@ -1,6 +1,7 @@
-// Finds and runs the plot script: $FERRY_PLOT_SCRIPT, else ../share/ferry/plot_bench.py beside
-// an installed tool, else tools/plot_bench.py in the source tree it was built from; the
-// interpreter is $FERRY_PYTHON, else /usr/bin/python3 (Debian's, with python3-matplotlib).
+// Finds and runs a figure's script: $FERRY_PLOT_DIR/<script>, else ../share/ferry/<script> beside
+// an installed tool, else tools/<script> in the source tree it was built from; the interpreter is
+// $FERRY_PYTHON, else /usr/bin/python3 (Debian's, with python3-matplotlib). The JSON goes to the
+// script through a temporary file, removed afterwards.
 #include "tools/plot.h"
 
 #include <spawn.h>
@@ -34,18 +35,21 @@ std::string python() {
   return env_or("FERRY_PYTHON", fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
 }
 
-std::string script() {
-  if (const char* v = std::getenv("FERRY_PLOT_SCRIPT"); v != nullptr && *v != '\0') return v;
+std::string script_path(const Figure& f) {
+  if (const char* dir = std::getenv("FERRY_PLOT_DIR"); dir != nullptr && *dir != '\0') {
+    const fs::path p = fs::path(dir) / f.script;
+    FERRY_CHECK(fs::exists(p), f.option, ": expected ", f.script, " in FERRY_PLOT_DIR (\"", dir,
+                "\"), but it is not there");
+    return p.string();
+  }
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path installed = exe.parent_path() / FERRY_BIN_TO_DATA / "plot_bench.py";
-    if (fs::exists(installed)) return installed.lexically_normal().string();
-  }
-  const fs::path source = fs::path(FERRY_SOURCE_DIR) / "tools" / "plot_bench.py";
-  FERRY_CHECK(fs::exists(source), "--plot: cannot find plot_bench.py (looked beside the tool in ",
-              (exe.parent_path() / FERRY_BIN_TO_DATA).lexically_normal().string(), " and in ",
-              source.parent_path().string(), "); set FERRY_PLOT_SCRIPT to its path");
+  const fs::path data = (exe.parent_path() / FERRY_BIN_TO_DATA).lexically_normal();
+  if (!ec && fs::exists(data / f.script)) return (data / f.script).string();
+  const fs::path source = fs::path(FERRY_SOURCE_DIR) / "tools" / f.script;
+  FERRY_CHECK(fs::exists(source), f.option, ": cannot find ", f.script,
+              " (looked beside the tool in ", data.string(), " and in ",
+              source.parent_path().string(), "); set FERRY_PLOT_DIR to the folder that holds it");
   return source.string();
 }
 
@@ -65,34 +69,41 @@ int run(const std::vector<std::string>& args) {
 
 }  // namespace
 
-void check_plot(const std::string& png) {
-  const fs::path out(png);
+void check_figure(const Figure& f) {
+  if (!f.wanted()) return;
+  const fs::path out(f.png);
   const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  FERRY_CHECK(!fs::is_directory(out), f.option, ": expected a PNG file to write, but \"", f.png,
+              "\" is a directory");
   FERRY_CHECK(
       access(dir.c_str(), W_OK) == 0 && (!fs::exists(out) || access(out.c_str(), W_OK) == 0),
-      "--plot: cannot write \"", png, "\" (", std::strerror(errno), ")");
+      f.option, ": cannot write \"", f.png, "\" (", std::strerror(errno), ")");
   const std::string py = python();
-  const int status = run({py, script(), "--check"});
-  FERRY_CHECK(status != 127, "--plot: cannot run ", py,
+  const int status = run({py, script_path(f), "--check"});
+  FERRY_CHECK(status != 127, f.option, ": cannot run ", py,
               "; install Debian's python3 and python3-matplotlib (scripts/install-deps.sh does), "
               "or set FERRY_PYTHON");
-  FERRY_CHECK(status == 0, "--plot: ", py,
+  FERRY_CHECK(status == 0, f.option, ": ", py,
               " cannot import matplotlib; install Debian's python3-matplotlib "
               "(scripts/install-deps.sh does)");
 }
 
-void plot_json(const std::string& json, const std::string& png, const std::string& title) {
+void draw_figure(const Figure& f, const std::string& json, const std::string& title,
+                 std::FILE* log) {
+  if (!f.wanted()) return;
   char path[] = "/tmp/ferry-plot-XXXXXX.json";
   const int fd = mkstemps(path, 5);
-  FERRY_CHECK(fd >= 0, "--plot: cannot create a temporary file (", std::strerror(errno), ")");
+  FERRY_CHECK(fd >= 0, f.option, ": cannot create a temporary file (", std::strerror(errno), ")");
   close(fd);
   {
     std::ofstream out(path);
     out << json;
   }
-  const int status = run({python(), script(), path, png, "--title", title});
+  const int status = run({python(), script_path(f), path, f.png, "--title", title});
   std::remove(path);
-  FERRY_CHECK(status == 0, "--plot: plot_bench.py failed (exit status ", status, ")");
+  FERRY_CHECK(status == 0, f.option, ": ", f.script, " failed (exit status ", status,
+              ") drawing \"", f.png, "\"");
+  std::fprintf(log, "wrote %s\n", f.png.c_str());
 }
 
 }  // namespace ferry::tools
