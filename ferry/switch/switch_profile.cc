@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <thread>
 
 #include "ferry/autograd/grad_mode.h"
@@ -152,16 +153,30 @@ std::vector<LayerCost> profile_layers(const std::vector<SwitchLayer>& layers, co
   for (const SwitchLayer& layer : layers) inputs.push_back(layer.run(inputs.back()));
   stream.synchronize();
 
+  // Each run queues the whole chain, as a switch does, with a host function between layers that
+  // notes when the stream got there: a layer's time is what the stream spent on it, without a
+  // synchronize per layer (which would add the host's round trip to every layer).
+  const size_t n = layers.size();
+  std::vector<std::vector<double>> samples(n);
+  for (int r = 0; r < repeats; ++r) {
+    auto stamps = std::make_shared<std::vector<Clock::time_point>>(n + 1);
+    enqueue_host_function(stream, [stamps] { (*stamps)[0] = Clock::now(); });
+    for (size_t i = 0; i < n; ++i) {
+      (void)layers[i].run(inputs[i]);
+      enqueue_host_function(stream, [stamps, i] { (*stamps)[i + 1] = Clock::now(); });
+    }
+    stream.synchronize();
+    for (size_t i = 0; i < n; ++i) {
+      samples[i].push_back(std::chrono::duration<double>((*stamps)[i + 1] - (*stamps)[i]).count());
+    }
+  }
   std::vector<LayerCost> costs;
-  for (size_t i = 0; i < layers.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     LayerCost cost;
     cost.name = layers[i].name;
     cost.bytes = weight_bytes(*layers[i].module);
     cost.transfer_s = static_cast<double>(cost.bytes) / link.bandwidth_bytes_per_s;
-    cost.compute_s = median_time(repeats, [&] {
-      (void)layers[i].run(inputs[i]);
-      stream.synchronize();
-    });
+    cost.compute_s = median(std::move(samples[i]));
     costs.push_back(std::move(cost));
   }
   return costs;

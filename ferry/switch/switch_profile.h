@@ -5,8 +5,11 @@
 //
 // A switch copies a group's weights as one contiguous range of the model's pinned image, so a
 // layer's transfer time is its bytes over the measured bandwidth and each group pays the copy's
-// fixed cost once. Every figure is the median of `repeats` runs after a warm-up; times are host
-// wall-clock around a stream synchronize, so they include what a real switch also pays.
+// fixed cost once. Every figure is the median of `repeats` runs after a warm-up. The link's times
+// are host wall-clock around a stream synchronize; a layer's time is the host-clock time the
+// stream spent on it while the whole chain was queued at once (host functions between layers),
+// as a switch queues it, so a layer the host queues more slowly than the device runs costs the
+// queueing time, as it does in a switch.
 #pragma once
 
 #include <vector>

@@ -1,0 +1,263 @@
+// `ferry bench-switch` (see switch_bench.h).
+#include "bench/switch_bench.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "bench/load_bench.h"  // cpu_model_name
+#include "bench/timing.h"
+#include "ferry/autograd/grad_mode.h"
+#include "ferry/backends/sim/sim.h"
+#include "ferry/core/error.h"
+#include "ferry/device/guard.h"
+#include "ferry/device/stream.h"
+#include "ferry/switch/grouping.h"
+#include "ferry/switch/model_image.h"
+#include "ferry/switch/pipelined_switch.h"
+#include "ferry/switch/switch_profile.h"
+#include "ferry/switch/zoo_model.h"
+
+namespace ferry::bench {
+namespace {
+
+using switch_::Grouping;
+using switch_::HandOff;
+
+struct Variant {
+  std::string name;
+  Grouping plan;
+  HandOff hand_off = HandOff::kDeviceWait;
+  double median_ms = 0;
+};
+
+struct ModelResult {
+  std::string model;
+  size_t layers = 0;
+  double weight_mb = 0;
+  double transfer_ms = 0;
+  double ready_ms = 0;  // measured
+  std::vector<Variant> variants;
+  double bound_ms = 0;  // ferry's target overhead
+  bool met_bound = false;
+  bool met_half = false;
+};
+
+std::FILE* table_out(const SwitchBenchOptions& o) { return o.json == "-" ? stderr : stdout; }
+
+double switch_ms(const switch_::ModelImage& image, const switch_::ZooModel& model, const Variant& v,
+                 const Tensor& input, const switch_::SwitchStreams& streams,
+                 std::shared_ptr<switch_::SwitchTrace> trace = nullptr) {
+  switch_::switch_out(image);
+  streams.compute.synchronize();
+  streams.copy.synchronize();
+  switch_::SwitchOptions options;
+  options.hand_off = v.hand_off;
+  options.trace = std::move(trace);
+  const double t0 = now_ms();
+  switch_::QueuedSwitch queued =
+      switch_in(image, model.layers, v.plan.ends, input, streams, options);
+  streams.compute.synchronize();
+  return now_ms() - t0;
+}
+
+double ready_ms(const switch_::ZooModel& model, const Tensor& input,
+                const switch_::SwitchStreams& streams) {
+  NoGradGuard no_grad;
+  StreamGuard on_compute(streams.compute);
+  const double t0 = now_ms();
+  (void)switch_::run_layers(model.layers, input);
+  streams.compute.synchronize();
+  return now_ms() - t0;
+}
+
+ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, int repeat,
+                        std::string* trace_json) {
+  const Device device("sim:0");
+  switch_::ZooInputShape shape;
+  shape.batch = o.batch;
+  switch_::ZooModel model = switch_::make_zoo_model(arch, 0, shape);
+  const switch_::ModelImage image(model.layers);
+  const Tensor input = model.example_input(device);
+  switch_::SwitchStreams streams{get_stream_from_pool(device), get_stream_from_pool(device)};
+  while (streams.copy == streams.compute) streams.compute = get_stream_from_pool(device);
+
+  // Profile with the weights resident (one plain switch puts them there).
+  switch_::QueuedSwitch resident =
+      switch_in(image, model.layers, std::vector<size_t>{model.layers.size()}, input, streams);
+  streams.compute.synchronize();
+  const switch_::LinkProfile link = switch_::measure_link(device, 15);
+  std::vector<switch_::LayerCost> costs;
+  {
+    StreamGuard on_compute(streams.compute);
+    costs = switch_::profile_layers(model.layers, input, link, 3);
+  }
+  const switch_::GroupCosts ferry_costs = switch_::ferry_group_costs(link);
+  const switch_::GroupCosts pipeswitch_costs = switch_::pipeswitch_group_costs(link);
+
+  ModelResult r;
+  r.model = arch;
+  r.layers = costs.size();
+  for (const auto& c : costs) {
+    r.weight_mb += static_cast<double>(c.bytes) / 1e6;
+    r.transfer_ms += c.transfer_s * 1e3;
+  }
+  std::vector<double> ready;
+  ready_ms(model, input, streams);
+  for (int i = 0; i < repeat; ++i) ready.push_back(ready_ms(model, input, streams));
+  r.ready_ms = median(ready);
+  resident = {};
+
+  r.variants = {
+      {"load, then run", switch_::group_all_at_once(costs, ferry_costs), HandOff::kDeviceWait},
+      {"per layer, host sync", switch_::group_per_layer(costs, pipeswitch_costs),
+       HandOff::kHostSync},
+      {"PipeSwitch, host sync", switch_::group_like_pipeswitch(costs, pipeswitch_costs),
+       HandOff::kHostSync},
+      {"ferry", switch_::group_optimally(costs, ferry_costs), HandOff::kDeviceWait},
+  };
+  for (Variant& v : r.variants) {
+    switch_ms(image, model, v, input, streams);  // warm-up
+    std::vector<double> runs;
+    for (int i = 0; i < repeat; ++i) runs.push_back(switch_ms(image, model, v, input, streams));
+    v.median_ms = median(runs);
+  }
+  if (trace_json != nullptr) {
+    auto trace = std::make_shared<switch_::SwitchTrace>();
+    switch_ms(image, model, r.variants.back(), input, streams, trace);
+    *trace_json = trace->chrome_trace_json("ferry switch: " + arch + " on sim:0");
+  }
+  switch_::switch_out(image);
+  streams.compute.synchronize();
+
+  // The issue's bound: max(0, transfer - compute) + the largest group's transfer + 1 ms.
+  const Variant& ferry = r.variants.back();
+  double largest_group_ms = 0;
+  size_t first = 0;
+  for (size_t end : ferry.plan.ends) {
+    double group = 0;
+    for (size_t i = first; i < end; ++i) group += costs[i].transfer_s * 1e3;
+    largest_group_ms = std::max(largest_group_ms, group);
+    first = end;
+  }
+  r.bound_ms = std::max(0.0, r.transfer_ms - r.ready_ms) + largest_group_ms + 1.0;
+  const double ferry_over = ferry.median_ms - r.ready_ms;
+  const double pipeswitch_over = r.variants[2].median_ms - r.ready_ms;
+  r.met_bound = ferry_over <= r.bound_ms;
+  r.met_half = ferry_over <= 0.5 * pipeswitch_over;
+  return r;
+}
+
+void print_result(std::FILE* out, const ModelResult& r) {
+  std::fprintf(out, "\n%s: %zu layers, %.1f MB, transfer %.2f ms, ready %.2f ms\n", r.model.c_str(),
+               r.layers, r.weight_mb, r.transfer_ms, r.ready_ms);
+  std::fprintf(out, "  %-24s %7s %11s %11s %11s %9s\n", "case", "groups", "total ms", "over ready",
+               "predicted", "x ready");
+  std::fprintf(out, "  %-24s %7s %11.2f %11s %11s %9.2f\n", "ready", "-", r.ready_ms, "0", "-",
+               1.0);
+  for (const Variant& v : r.variants) {
+    std::fprintf(out, "  %-24s %7zu %11.2f %11.2f %11.2f %9.2f\n", v.name.c_str(),
+                 v.plan.ends.size(), v.median_ms, v.median_ms - r.ready_ms,
+                 v.plan.completion_s * 1e3, v.median_ms / r.ready_ms);
+  }
+  const double ferry_over = r.variants.back().median_ms - r.ready_ms;
+  const double pipeswitch_over = r.variants[2].median_ms - r.ready_ms;
+  std::fprintf(out,
+               "  target: ferry's overhead %.2f ms <= %.2f ms (transfer beyond compute + its "
+               "largest group + 1 ms): %s\n",
+               ferry_over, r.bound_ms, r.met_bound ? "met" : "MISSED");
+  std::fprintf(out, "  target: ferry's overhead <= 0.5x PipeSwitch's (%.2f ms): %s\n",
+               pipeswitch_over, r.met_half ? "met" : "MISSED");
+}
+
+std::string json_of(const std::vector<ModelResult>& results, const SwitchBenchOptions& o) {
+  std::ostringstream j;
+  j << "[";
+  bool first = true;
+  for (const ModelResult& r : results) {
+    for (size_t i = 0; i <= r.variants.size(); ++i) {
+      const bool ready = i == r.variants.size();
+      const std::string name = ready ? "ready" : r.variants[i].name;
+      const double ms = ready ? r.ready_ms : r.variants[i].median_ms;
+      j << (first ? "" : ",") << "\n{\"case\":\"" << r.model << ": " << name << "\",\"model\":\""
+        << r.model << "\",\"variant\":\"" << name << "\",\"batch\":" << o.batch
+        << ",\"groups\":" << (ready ? 0 : r.variants[i].plan.ends.size()) << ",\"ms\":" << ms
+        << ",\"ready_ms\":" << r.ready_ms << ",\"x_ready\":" << ms / r.ready_ms
+        << ",\"predicted_ms\":" << (ready ? r.ready_ms : r.variants[i].plan.completion_s * 1e3)
+        << ",\"transfer_ms\":" << r.transfer_ms << ",\"bandwidth\":\"" << o.bandwidth
+        << "\",\"compute\":\"" << o.compute << "\",\"cpu\":\"" << cpu_model_name() << "\"}";
+      first = false;
+    }
+  }
+  j << "\n]\n";
+  return j.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  FERRY_CHECK(f.good(), "bench-switch: could not write ", path);
+}
+
+}  // namespace
+
+int run_switch_bench(const SwitchBenchOptions& o) {
+  FERRY_CHECK(o.repeat >= 1, "bench-switch: expected --repeat >= 1, got ", o.repeat);
+  FERRY_CHECK(o.batch >= 1, "bench-switch: expected --batch >= 1, got ", o.batch);
+  for (const std::string& path : {o.json, o.trace}) {
+    if (path.empty() || path == "-") continue;
+    std::ofstream probe(path, std::ios::app);
+    FERRY_CHECK(probe.good(), "bench-switch: cannot write ", path);
+  }
+  std::FILE* out = table_out(o);
+  const std::vector<std::string> models =
+      o.quick ? std::vector<std::string>{"bert-tiny", "resnet18"} : o.models;
+  const int repeat = o.quick ? std::min(o.repeat, 3) : o.repeat;
+
+  const sim::SimConfig saved = sim::config();
+  sim::SimConfig c = saved;
+  c.compute_rate = sim::parse_flop_rate(o.compute, "--compute");
+  c.compute_timing_only = c.compute_rate > 0;
+  c.bandwidth[static_cast<int>(sim::Link::HostToDevice)] =
+      sim::parse_bandwidth(o.bandwidth, "--bandwidth");
+  c.latency[static_cast<int>(sim::Link::HostToDevice)] =
+      sim::parse_duration(o.latency, "--latency");
+  sim::configure(c);
+
+  std::fprintf(out,
+               "bench-switch: one sim device, link %s with %s per copy, compute %s "
+               "(timing-only), batch %lld, medians of %d switches; CPU %s\n",
+               o.bandwidth.c_str(), o.latency.c_str(), o.compute.c_str(), o.batch, repeat,
+               cpu_model_name().c_str());
+  std::vector<ModelResult> results;
+  std::string trace;
+  try {
+    for (size_t m = 0; m < models.size(); ++m) {
+      const bool traced = m == 0 && (!o.trace.empty() || o.trace_text != nullptr);
+      results.push_back(bench_model(models[m], o, repeat, traced ? &trace : nullptr));
+      print_result(out, results.back());
+      std::fflush(out);
+    }
+  } catch (...) {
+    sim::configure(saved);
+    throw;
+  }
+  sim::configure(saved);
+
+  const std::string json = json_of(results, o);
+  if (o.json == "-") {
+    std::fputs(json.c_str(), stdout);
+  } else if (!o.json.empty()) {
+    write_file(o.json, json);
+  }
+  if (o.json_text != nullptr) *o.json_text = json;
+  if (!o.trace.empty()) write_file(o.trace, trace);
+  if (o.trace_text != nullptr) *o.trace_text = trace;
+  bool met = true;
+  for (const ModelResult& r : results) met = met && r.met_bound && r.met_half;
+  return met || o.quick ? 0 : 1;
+}
+
+}  // namespace ferry::bench

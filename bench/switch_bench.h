@@ -1,0 +1,39 @@
+// The model-switching benchmark behind `ferry bench-switch` (docs/switch.md): one process, one
+// sim device whose link is PCIe-3.0-like (bandwidth and latency options) and whose kernels take
+// the time a V100-like rate gives (FERRY_SIM_COMPUTE's model, timing-only: outputs are not
+// computed, as the schedule is what is measured). For each model it times, with the same code:
+//   ready          the weights already on the device
+//   load, then run one group (everything copied, then computed)
+//   per layer      one group per layer, a host synchronize and a message per group
+//   PipeSwitch     PipeSwitch's grouping search, a host synchronize and a message per group
+//   ferry          the optimal grouping, device-side waits
+// as medians of `repeat` switches, with the overhead over ready, the planner's prediction, and
+// the two targets: ferry's overhead at most max(0, transfer - compute) + its largest
+// group's transfer + 1 ms, and at most half of PipeSwitch's. Not measured here yet: switches
+// between worker processes (stop-and-start), and real compute with a link scaled down to match.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ferry::bench {
+
+struct SwitchBenchOptions {
+  std::vector<std::string> models = {"resnet152", "resnet50", "bert-base"};
+  std::string compute = "15T";    // modelled FLOP/s (FERRY_SIM_COMPUTE's format)
+  std::string bandwidth = "12G";  // host-to-device link (FERRY_SIM_BANDWIDTH's format)
+  std::string latency = "10us";   // per copy (FERRY_SIM_LATENCY's format)
+  long long batch = 8;
+  int repeat = 20;                    // switches per case (median), after one warm-up
+  std::string trace;                  // Chrome trace of one ferry switch of the first model
+  std::string json;                   // the results as JSON too ("-": on stdout, tables on stderr)
+  bool quick = false;                 // bert-tiny and resnet18, 3 repeats: a smoke test
+  std::string* json_text = nullptr;   // when set, also receives the JSON text (for --plot)
+  std::string* trace_text = nullptr;  // when set, receives the Chrome trace (for --timeline)
+};
+
+// Runs the benchmark and prints the table; returns the process exit code (1 when a target is
+// missed, never with --quick).
+int run_switch_bench(const SwitchBenchOptions& options);
+
+}  // namespace ferry::bench

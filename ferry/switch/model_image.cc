@@ -1,0 +1,94 @@
+// Laying a model's weights out for switching (see model_image.h).
+#include "ferry/switch/model_image.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "ferry/autograd/grad_mode.h"
+#include "ferry/core/error.h"
+#include "ferry/memory/memory_resource.h"
+#include "ferry/memory/pinned_allocator.h"
+#include "ferry/ops/factories.h"
+
+namespace ferry::switch_ {
+namespace {
+
+size_t align_up(size_t n) { return (n + kImageAlignment - 1) / kImageAlignment * kImageAlignment; }
+
+DimVector contiguous_strides(const DimVector& sizes) {
+  DimVector strides(sizes.size(), 1);
+  for (size_t i = sizes.size(); i > 1; --i)
+    strides[i - 2] = strides[i - 1] * std::max<int64_t>(sizes[i - 1], 1);
+  return strides;
+}
+
+std::vector<Tensor> weights_of(const nn::Module& module) {
+  std::vector<Tensor> out;
+  for (const auto& item : module.named_parameters()) {
+    if (item.value().defined()) out.push_back(item.value());
+  }
+  for (const auto& item : module.named_buffers()) {
+    if (item.value().defined()) out.push_back(item.value());
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelImage::ModelImage(const std::vector<SwitchLayer>& layers) {
+  std::unordered_set<const TensorImpl*> seen;
+  size_t cursor = 0;
+  for (const SwitchLayer& layer : layers) {
+    FERRY_CHECK(layer.module != nullptr, "ModelImage: layer '", layer.name, "' has no module");
+    layer_begin_.push_back(cursor);
+    bool first = true;
+    for (const Tensor& t : weights_of(*layer.module)) {
+      if (!seen.insert(t.impl()).second) continue;
+      ImageTensor entry;
+      entry.tensor = t;
+      entry.offset = align_up(cursor);
+      entry.nbytes = t.nbytes();
+      entry.dtype = t.dtype();
+      entry.sizes = DimVector(t.sizes().begin(), t.sizes().end());
+      if (first) layer_begin_.back() = entry.offset;
+      first = false;
+      cursor = entry.offset + entry.nbytes;
+      tensors_.push_back(std::move(entry));
+    }
+    layer_end_.push_back(std::max(cursor, layer_begin_.back()));
+  }
+  nbytes_ = cursor;
+  if (nbytes_ == 0) return;
+  host_ = empty({static_cast<int64_t>(nbytes_)}, TensorOptions().dtype(kUInt8).pinned_memory(true));
+  NoGradGuard no_grad;
+  for (const ImageTensor& entry : tensors_) {
+    Tensor slot =
+        make_tensor(memory::pinned_view_storage(host_.storage(), entry.offset, entry.nbytes),
+                    entry.dtype, entry.sizes, contiguous_strides(entry.sizes));
+    slot.copy_(entry.tensor);
+    entry.tensor.set_data(slot);
+  }
+}
+
+void ModelImage::bind(const Tensor& block) const {
+  if (nbytes_ == 0) return;
+  FERRY_CHECK(block.defined(), "ModelImage::bind: expected a uint8 block of ", nbytes_,
+              " bytes, got an undefined tensor");
+  FERRY_CHECK(block.dtype() == kUInt8 && block.dim() == 1 &&
+                  block.numel() == static_cast<int64_t>(nbytes_) && block.storage_offset() == 0,
+              "ModelImage::bind: expected a whole uint8 block of ", nbytes_, " bytes, got ",
+              block.dtype(), " ", block.sizes(), " at storage offset ", block.storage_offset());
+  const bool host = block.device().is_cpu();
+  FERRY_CHECK(!host || block.is_pinned(),
+              "ModelImage::bind: expected a device block or pinned host memory, got pageable host "
+              "memory");
+  for (const ImageTensor& entry : tensors_) {
+    Storage storage =
+        host ? memory::pinned_view_storage(block.storage(), entry.offset, entry.nbytes)
+             : memory::device_view_storage(block.storage(), entry.offset, entry.nbytes);
+    entry.tensor.set_data(
+        make_tensor(std::move(storage), entry.dtype, entry.sizes, contiguous_strides(entry.sizes)));
+  }
+}
+
+}  // namespace ferry::switch_
