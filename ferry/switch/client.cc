@@ -41,14 +41,19 @@ InferResult Client::infer(const std::string& model, const std::vector<NamedTenso
     fd_.reset();
     throw SwitchError(ErrorCode::internal, "client: " + why);
   };
-  if (!write_full(fd_.get(), frame, Clock::now() + wait)) {
-    return fail("sending the request failed (the server closed the connection or timed out)");
-  }
+  // A server that refuses the request (too large, busy) answers and closes while the request is
+  // still being sent: then its answer is read all the same, for a short while.
+  const bool sent = write_full(fd_.get(), frame, Clock::now() + wait);
+  const auto answer_wait = sent ? wait : std::chrono::milliseconds(1000);
   FrameRead answer;
   try {
-    answer = read_frame(fd_.get(), options_.limits, Clock::now() + wait, wait, -1);
+    answer = read_frame(fd_.get(), options_.limits, Clock::now() + answer_wait, answer_wait, -1);
   } catch (const SwitchError& e) {
     return fail(std::string("the server's answer has a bad header: ") + e.what());
+  }
+  if (!sent &&
+      (answer.status != ReadStatus::ok || answer.header.type != MessageType::error_response)) {
+    return fail("sending the request failed (the server closed the connection or timed out)");
   }
   switch (answer.status) {
     case ReadStatus::ok:

@@ -192,6 +192,14 @@ TEST_F(SwitchServer, OversizedLengthIsRefusedBeforeThePayload) {
   auto answer2 = read_answer(fd2.get(), 5s);
   ASSERT_EQ(answer2.status, ReadStatus::ok);
   EXPECT_EQ(answer2.frame.error.code, ErrorCode::bad_frame);
+  // The Client reads the refusal even though the server closed while it was still sending.
+  Client client(server->socket_path());
+  try {
+    client.infer("echo", {{"big", zeros({4 << 20}, TensorOptions(kUInt8))}});
+    ADD_FAILURE() << "expected too_large";
+  } catch (const SwitchError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::too_large) << e.what();
+  }
   expect_alive();
 }
 
