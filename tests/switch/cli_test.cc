@@ -1,0 +1,148 @@
+// `ferry serve` and `ferry client` as processes (FERRY_TOOL, set by ctest): a served mlp answers
+// the client's file with the outputs of the model run directly, a load test prints percentiles,
+// errors exit 1 with the server's code, and SIGTERM drains and exits 0. Every wait is bounded;
+// the server is killed if it does not stop in time.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "ferry/ferry.h"
+#include "ferry/nn/models.h"
+#include "ferry/nn/safetensors.h"
+#include "tests/support/tool.h"
+#include "tests/switch/switch_test_util.h"
+
+extern char** environ;
+
+namespace ferry::switch_ {
+namespace {
+
+using testing::eventually;
+using ::testing::HasSubstr;
+using testing::TempDir;
+using namespace std::chrono_literals;
+
+// A `ferry serve` child process; SIGKILLed when the test forgets or fails to stop it.
+class ServeProcess {
+ public:
+  ServeProcess(const std::vector<std::string>& args, const std::string& log) {
+    std::vector<std::string> argv = {::ferry::testing::ferry_tool(), "serve"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> raw;
+    for (auto& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    if (posix_spawn(&pid_, raw[0], &actions, nullptr, raw.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~ServeProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool started() const { return pid_ > 0; }
+  // Sends `sig` and waits up to `timeout`; the exit status, or -1 (then it is killed).
+  int stop(int sig, std::chrono::milliseconds timeout) {
+    ::kill(pid_, sig);
+    int status = 0;
+    const bool exited =
+        eventually([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, timeout);
+    if (!exited) return -1;
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(SwitchCli, ServeAndClient) {
+  FERRY_SKIP_WITHOUT_TOOL();
+  TempDir dir;
+  {
+    std::ofstream toml(dir.file("models.toml"));
+    toml << "[models.tiny]\narch = \"mlp\"\nin_features = 8\nhidden = [16]\nout_features = 3\n"
+            "seed = 11\n";
+  }
+  Tensor x = randn({4, 8});
+  TensorDict inputs;
+  inputs.insert("features", x);
+  safetensors::save(dir.file("x.safetensors"), inputs);
+  const std::string socket = dir.file("run/ferry.sock");
+  ServeProcess serve(
+      {"--devices", "sim:0", "--models", dir.file("models.toml"), "--socket", socket},
+      dir.file("serve.log"));
+  ASSERT_TRUE(serve.started());
+  ASSERT_TRUE(eventually([&] { return ::access(socket.c_str(), F_OK) == 0; }, 30s))
+      << read_file(dir.file("serve.log"));
+
+  const std::string common =
+      "client --socket '" + socket + "' --input '" + dir.file("x.safetensors") + "' ";
+  auto run = ::ferry::testing::run_ferry_tool(common + "--model tiny --output '" +
+                                              dir.file("y.safetensors") + "'");
+  EXPECT_EQ(run.status, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("timings: queue"));
+  EXPECT_THAT(run.out, HasSubstr("output y: float32 [4, 3]"));
+  auto y = safetensors::load(dir.file("y.safetensors"));
+  nn::models::MLPOptions o;
+  o.seed = 11;
+  auto mlp = nn::models::mlp(8, {16}, 3, o);
+  Tensor expected;
+  {
+    autograd::NoGradGuard no_grad;
+    mlp->to(Device("sim:0"));
+    mlp->eval();
+    expected = mlp->forward(x.to(Device("sim:0"))).cpu();
+  }
+  ASSERT_NE(y.find("y"), nullptr);
+  EXPECT_TRUE(testing::same_tensor(*y.find("y"), expected));
+
+  auto load = ::ferry::testing::run_ferry_tool(common + "--model tiny --load 60 --clients 4");
+  EXPECT_EQ(load.status, 0) << load.out;
+  EXPECT_THAT(load.out, HasSubstr("requests: 60 ok, 0 failed"));
+  EXPECT_THAT(load.out, HasSubstr("latency: p50"));
+  EXPECT_THAT(load.out, HasSubstr("requests/s"));
+
+  auto unknown = ::ferry::testing::run_ferry_tool(common + "--model nope");
+  EXPECT_EQ(unknown.status, 1) << unknown.out;
+  EXPECT_THAT(unknown.out, HasSubstr("unknown_model"));
+
+  EXPECT_EQ(serve.stop(SIGTERM, 20s), 0);
+  const std::string log = read_file(dir.file("serve.log"));
+  EXPECT_THAT(log, HasSubstr("listening on"));
+  EXPECT_THAT(log, HasSubstr("stopped after answering"));
+  EXPECT_NE(::access(socket.c_str(), F_OK), 0) << "the socket file is removed";
+}
+
+TEST(SwitchCli, ServeRefusesABadConfig) {
+  FERRY_SKIP_WITHOUT_TOOL();
+  TempDir dir;
+  {
+    std::ofstream toml(dir.file("models.toml"));
+    toml << "[models.a]\narch = \"alexnet\"\n";
+  }
+  auto run = ::ferry::testing::run_ferry_tool("serve --models '" + dir.file("models.toml") +
+                                              "' --socket '" + dir.file("s/ferry.sock") + "'");
+  EXPECT_NE(run.status, 0);
+  EXPECT_THAT(run.out, HasSubstr("expected `arch` to be one of"));
+}
+
+}  // namespace
+}  // namespace ferry::switch_
