@@ -32,12 +32,6 @@ namespace {
 namespace st = safetensors;
 using Clock = std::chrono::steady_clock;
 
-double ms_of(const std::function<void()>& f) {
-  const auto t0 = Clock::now();
-  f();
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
 void drop_from_page_cache(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   FERRY_CHECK(fd >= 0, "bench-load: cannot open ", path);
@@ -53,7 +47,7 @@ bool direct_supported(const std::string& path) {
   return true;
 }
 
-struct Row {
+struct LoadRow {
   std::string name;
   double ms = 0;
   double bytes = 0;
@@ -63,7 +57,7 @@ struct Row {
   std::string target;
 };
 
-void print_row(const Row& r) {
+void print_row(const LoadRow& r) {
   std::printf("%-34s %9.2f %7.2f   %-28s %9.2f %6.2f   %s\n", r.name.c_str(), r.ms,
               r.bytes / r.ms / 1e6, r.baseline.c_str(), r.baseline_ms, r.ratio, r.target.c_str());
   std::fflush(stdout);
@@ -76,8 +70,8 @@ std::pair<double, double> interleaved(const std::function<void()>& op,
   baseline();
   std::vector<double> a, b;
   for (int i = 0; i < repeat; ++i) {
-    a.push_back(ms_of(op));
-    b.push_back(ms_of(baseline));
+    a.push_back(time_ms(op));
+    b.push_back(time_ms(baseline));
   }
   return {median(a), median(b)};
 }
@@ -208,10 +202,10 @@ int run_load_bench(const LoadBenchOptions& o) {
     for (int i = 0; i < std::max(3, repeat / 2); ++i) {
       drop_from_page_cache(path);
       buffered.push_back(
-          ms_of([&] { (void)st::load(path, {.host_memory = st::HostMemory::kPinned}); }));
+          time_ms([&] { (void)st::load(path, {.host_memory = st::HostMemory::kPinned}); }));
       if (direct) {
         drop_from_page_cache(path);
-        directs.push_back(ms_of([&] {
+        directs.push_back(time_ms([&] {
           (void)st::load(
               path, {.host_memory = st::HostMemory::kPinned, .read_mode = st::ReadMode::kDirect});
         }));
