@@ -73,7 +73,7 @@ void settle_torch(int threads) {
 }
 #endif
 
-struct Row {
+struct CopyRow {
   std::string name;
   int threads = 1;
   bool per_call = false;
@@ -95,7 +95,7 @@ void print_header(FILE* out, bool torch) {
   std::fprintf(out, "\n");
 }
 
-void print_row(FILE* out, const Row& r, bool torch) {
+void print_row(FILE* out, const CopyRow& r, bool torch) {
   if (r.per_call) {
     std::fprintf(out, "%-34s %3d %9s %8s %9s %8s", (r.name + " (ns/call)").c_str(), r.threads,
                  fmt("%.1f", r.ms).c_str(), "-", "-", "-");
@@ -116,12 +116,12 @@ void print_row(FILE* out, const Row& r, bool torch) {
   std::fflush(out);
 }
 
-std::string to_json(const std::vector<Row>& rows, const std::string& simd, bool torch) {
+std::string to_json(const std::vector<CopyRow>& rows, const std::string& simd, bool torch) {
   std::ostringstream out;
   out << "{\n  \"simd_target\": \"" << simd << "\",\n  \"torch\": " << (torch ? "true" : "false")
       << ",\n  \"cases\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
+    const CopyRow& r = rows[i];
     out << "    {\"case\": \"" << r.name << "\", \"threads\": " << r.threads;
     if (r.per_call) {
       out << ", \"ns_per_call\": " << r.ms << ", \"ns_per_call_min\": " << r.ms_min
@@ -197,7 +197,7 @@ int run_copy_bench(const Options& o) {
   auto* mdst = static_cast<char*>(mem_dst.data_ptr());
   const auto* msrc = static_cast<const char*>(mem_src.data_ptr());
 
-  std::vector<Row> rows;
+  std::vector<CopyRow> rows;
   const int saved_threads = get_num_threads();
   print_header(table, torch);
   for (const Spec& s : cases) {
@@ -233,7 +233,7 @@ int run_copy_bench(const Options& o) {
         }
 #endif
       }
-      Row row;
+      CopyRow row;
       row.name = s.name;
       row.threads = threads;
       row.per_call = s.per_call();

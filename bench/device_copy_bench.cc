@@ -34,7 +34,7 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 enum class Kind { kH2D, kD2H, kD2D };
 
-struct Case {
+struct DeviceCopyCase {
   std::string name;
   Kind kind = Kind::kH2D;
   Device dst;
@@ -47,7 +47,7 @@ struct Case {
   bool tiny = false;        // per-copy overhead: reported in microseconds
 };
 
-struct Row {
+struct DeviceCopyRow {
   std::string name;
   std::string path;
   double bytes = 0;
@@ -59,14 +59,15 @@ struct Row {
 
 const char* kind_name(Kind k) { return k == Kind::kH2D ? "h2d" : k == Kind::kD2H ? "d2h" : "d2d"; }
 
-std::vector<Case> make_cases(Device dev0, std::optional<Device> dev1, bool quick, bool sim) {
+std::vector<DeviceCopyCase> make_cases(Device dev0, std::optional<Device> dev1, bool quick,
+                                       bool sim) {
   const int64_t big = quick ? 512 : 4096;  // 64 MiB of float32 at full size
-  std::vector<Case> out;
+  std::vector<DeviceCopyCase> out;
   for (Kind kind : {Kind::kH2D, Kind::kD2H}) {
     for (bool transposed : {false, true}) {
       for (bool pinned : {false, true}) {
         for (bool nb : {false, true}) {
-          Case c;
+          DeviceCopyCase c;
           c.kind = kind;
           c.dst = kind == Kind::kH2D ? dev0 : Device(DeviceType::CPU);
           c.src = kind == Kind::kH2D ? Device(DeviceType::CPU) : dev0;
@@ -94,7 +95,7 @@ std::vector<Case> make_cases(Device dev0, std::optional<Device> dev1, bool quick
   for (const Pair& p : pairs) {
     for (bool transposed : {false, true}) {
       for (bool nb : {false, true}) {
-        Case c;
+        DeviceCopyCase c;
         c.kind = Kind::kD2D;
         c.dst = p.dst;
         c.src = dev0;
@@ -110,7 +111,7 @@ std::vector<Case> make_cases(Device dev0, std::optional<Device> dev1, bool quick
   }
   // Tiny copies (256 bytes) measure the fixed cost per copy.
   const auto tiny = [&](Kind kind, bool pinned, bool nb, const char* name) {
-    Case c;
+    DeviceCopyCase c;
     c.kind = kind;
     c.dst =
         kind == Kind::kD2H ? Device(DeviceType::CPU) : (kind == Kind::kD2D && dev1 ? *dev1 : dev0);
@@ -140,7 +141,7 @@ void set_peer_allowed(bool allowed) {
 }
 
 // Runs one case; `sim` picks the baseline (host memcpy) over the raw link copy (CUDA).
-Row run_case(const Case& c, int repeat, bool sim) {
+DeviceCopyRow run_case(const DeviceCopyCase& c, int repeat, bool sim) {
   if (sim) set_peer_allowed(c.peer);
   const int64_t n = c.side;
   const TensorOptions f32(kFloat32);
@@ -155,7 +156,7 @@ Row run_case(const Case& c, int repeat, bool sim) {
   const Stream stream = current_stream(sync_device);
   device_synchronize(c.src);
 
-  Row row;
+  DeviceCopyRow row;
   row.name = c.name;
   row.tiny = c.tiny;
   row.bytes = static_cast<double>(dst.nbytes());
@@ -219,10 +220,10 @@ Row run_case(const Case& c, int repeat, bool sim) {
   return row;
 }
 
-void print_rows(const std::vector<Row>& rows, bool sim) {
+void print_rows(const std::vector<DeviceCopyRow>& rows, bool sim) {
   std::printf("%-34s %7s %-18s %9s %9s %9s %8s %8s\n", "case", "MiB", "path", "ms", "call ms",
               sim ? "memcpy ms" : "link ms", sim ? "xmemcpy" : "of peak", "GB/s");
-  for (const Row& r : rows) {
+  for (const DeviceCopyRow& r : rows) {
     if (r.tiny) continue;
     const double gbps = r.bytes / (r.ms * 1e6);
     std::printf("%-34s %7.1f %-18s %9.3f %9.3f %9.3f %8.2f %8.2f\n", r.name.c_str(),
@@ -231,7 +232,7 @@ void print_rows(const std::vector<Row>& rows, bool sim) {
   }
   std::printf("\n%-34s %7s %-18s %9s %9s %9s\n", "per-copy cost (256 bytes)", "", "path", "us",
               "call us", sim ? "memcpy us" : "link us");
-  for (const Row& r : rows) {
+  for (const DeviceCopyRow& r : rows) {
     if (!r.tiny) continue;
     std::printf("%-34s %7s %-18s %9.2f %9.2f %9.2f\n", r.name.c_str(), "", r.path.c_str(),
                 r.ms * 1e3, r.call_ms * 1e3, r.base_ms * 1e3);
@@ -240,9 +241,9 @@ void print_rows(const std::vector<Row>& rows, bool sim) {
 
 // The bound for the sim, printed line by line; the per-copy overhead comes from the tiny
 // copy with the same host memory.
-std::vector<BoundLine> check_bound(const std::vector<Row>& rows) {
-  const auto find = [&](const std::string& name) -> const Row* {
-    for (const Row& r : rows) {
+std::vector<BoundLine> check_bound(const std::vector<DeviceCopyRow>& rows) {
+  const auto find = [&](const std::string& name) -> const DeviceCopyRow* {
+    for (const DeviceCopyRow& r : rows) {
       if (r.name == name) return &r;
     }
     return nullptr;
@@ -251,10 +252,10 @@ std::vector<BoundLine> check_bound(const std::vector<Row>& rows) {
       "\nbound: dense h2d <= 1.2 x memcpy + per-copy overhead (tiny copy minus its memcpy)\n");
   std::vector<BoundLine> lines;
   for (const char* memory : {"pageable", "pinned"}) {
-    const Row* tiny = find(std::string("tiny_h2d_") + memory + "_blocking");
+    const DeviceCopyRow* tiny = find(std::string("tiny_h2d_") + memory + "_blocking");
     if (tiny == nullptr) continue;
     for (const char* mode : {"blocking", "nonblocking"}) {
-      const Row* r = find(std::string("h2d_dense_") + memory + "_" + mode);
+      const DeviceCopyRow* r = find(std::string("h2d_dense_") + memory + "_" + mode);
       if (r == nullptr) continue;
       BoundLine line;
       line.name = r->name;
@@ -271,14 +272,14 @@ std::vector<BoundLine> check_bound(const std::vector<Row>& rows) {
   return lines;
 }
 
-std::vector<Row> run_device(DeviceType type, const DeviceBenchOptions& o,
-                            const std::regex& filter) {
+std::vector<DeviceCopyRow> run_device(DeviceType type, const DeviceBenchOptions& o,
+                                      const std::regex& filter) {
   const bool sim = type == DeviceType::Sim;
   const Device dev0(type, 0);
   std::optional<Device> dev1;
   if (device_count(type) > 1) dev1 = Device(type, 1);
-  std::vector<Row> rows;
-  for (const Case& c : make_cases(dev0, dev1, o.quick, sim)) {
+  std::vector<DeviceCopyRow> rows;
+  for (const DeviceCopyCase& c : make_cases(dev0, dev1, o.quick, sim)) {
     if (!std::regex_search(c.name, filter)) continue;
     rows.push_back(run_case(c, o.repeat, sim));
   }
@@ -310,7 +311,7 @@ int run_device_copy_bench(const DeviceBenchOptions& o) {
         "each, interleaved with a memcpy of the same bytes%s\n",
         device_count(DeviceType::Sim), o.repeat,
         o.quick ? "; --quick: small sizes, numbers are not meaningful" : "");
-    const std::vector<Row> rows = run_device(DeviceType::Sim, o, filter);
+    const std::vector<DeviceCopyRow> rows = run_device(DeviceType::Sim, o, filter);
     print_rows(rows, true);
     bound = check_bound(rows);
     sim::configure(saved);

@@ -37,12 +37,6 @@ namespace {
 namespace st = safetensors;
 using Clock = std::chrono::steady_clock;
 
-double ms_of(const std::function<void()>& f) {
-  const auto t0 = Clock::now();
-  f();
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
 void drop_from_page_cache(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   FERRY_CHECK(fd >= 0, "bench-load: cannot open ", path);
@@ -58,7 +52,7 @@ bool direct_supported(const std::string& path) {
   return true;
 }
 
-struct Row {
+struct LoadRow {
   std::string name;
   double ms = 0;
   double bytes = 0;
@@ -69,7 +63,7 @@ struct Row {
 };
 
 // Prints the row and keeps it for the JSON.
-void print_row(std::vector<Row>& rows, const Row& r) {
+void print_row(std::vector<LoadRow>& rows, const LoadRow& r) {
   rows.push_back(r);
   std::printf("%-34s %9.2f %7.2f   %-28s %9.2f %6.2f   %s\n", r.name.c_str(), r.ms,
               r.bytes / r.ms / 1e6, r.baseline.c_str(), r.baseline_ms, r.ratio, r.target.c_str());
@@ -87,14 +81,14 @@ std::string json_string(const std::string& s) {
 
 // The table's rows (an indented row, "  (same run)", named after the row above it), then the
 // cold-cache medians (-1: not measured).
-std::string to_json(const std::vector<Row>& rows, double bytes, bool quick,
+std::string to_json(const std::vector<LoadRow>& rows, double bytes, bool quick,
                     std::pair<double, double> cold_ms) {
   std::ostringstream out;
   out << "{\n  \"bytes\": " << bytes << ", \"quick\": " << (quick ? "true" : "false")
       << ",\n  \"cases\": [\n";
   std::string parent;
   for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
+    const LoadRow& r = rows[i];
     const bool sub = r.name.rfind("  ", 0) == 0;
     if (!sub) parent = r.name;
     const std::string name = sub ? parent + " " + r.name.substr(2) : r.name;
@@ -116,8 +110,8 @@ std::pair<double, double> interleaved(const std::function<void()>& op,
   baseline();
   std::vector<double> a, b;
   for (int i = 0; i < repeat; ++i) {
-    a.push_back(ms_of(op));
-    b.push_back(ms_of(baseline));
+    a.push_back(time_ms(op));
+    b.push_back(time_ms(baseline));
   }
   return {median(a), median(b)};
 }
@@ -193,7 +187,7 @@ int run_load_bench(const LoadBenchOptions& o) {
   std::printf("%-34s %9s %7s   %-28s %9s %6s   %s\n", "load", "ms", "GB/s", "baseline", "base ms",
               "ratio", "target");
   const bool direct = direct_supported(path);
-  std::vector<Row> rows;
+  std::vector<LoadRow> rows;
   std::vector<std::pair<std::string, st::LoadOptions>> host_cases = {
       {"pinned, buffered reads", {.host_memory = st::HostMemory::kPinned}},
       {"pageable, buffered reads", {.host_memory = st::HostMemory::kPageable}},
@@ -258,10 +252,10 @@ int run_load_bench(const LoadBenchOptions& o) {
     for (int i = 0; i < std::max(3, repeat / 2); ++i) {
       drop_from_page_cache(path);
       buffered.push_back(
-          ms_of([&] { (void)st::load(path, {.host_memory = st::HostMemory::kPinned}); }));
+          time_ms([&] { (void)st::load(path, {.host_memory = st::HostMemory::kPinned}); }));
       if (direct) {
         drop_from_page_cache(path);
-        directs.push_back(ms_of([&] {
+        directs.push_back(time_ms([&] {
           (void)st::load(
               path, {.host_memory = st::HostMemory::kPinned, .read_mode = st::ReadMode::kDirect});
         }));

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bench/model_shapes.h"
-#include "bench/timing.h"  // median, shared with the module and torch benches
+#include "bench/timing.h"  // median and time_ms, shared with the module and torch benches
 
 namespace ferry::bench {
 

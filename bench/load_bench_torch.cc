@@ -38,12 +38,6 @@ std::shared_ptr<torch::nn::Module> torch_module(const std::vector<TensorShape>& 
   return root;
 }
 
-double ms_of(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 TorchModuleTimes time_torch_module(const std::vector<TensorShape>& shapes, int repeat) {
@@ -58,9 +52,9 @@ TorchModuleTimes time_torch_module(const std::vector<TensorShape>& shapes, int r
   model->to(torch::kBFloat16);
   model->to(torch::kFloat32);
   for (int r = 0; r < repeat; ++r) {
-    to.push_back(ms_of([&] { model->to(torch::kBFloat16); }));
+    to.push_back(time_ms([&] { model->to(torch::kBFloat16); }));
     model->to(torch::kFloat32);
-    load.push_back(ms_of([&] {
+    load.push_back(time_ms([&] {
       torch::NoGradGuard no_grad;
       for (auto& [dst, src] : pairs) dst.copy_(src);
     }));

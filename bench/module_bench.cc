@@ -23,12 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_of(const std::function<void()>& f) {
-  const auto t0 = Clock::now();
-  f();
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
 struct Population {
   int64_t tensors = 0;
   int64_t bytes = 0;
@@ -90,7 +84,7 @@ void run_module_bench(int repeat, bool quick) {
       // device-side copy), as Module::to did before: the in-run comparison. The two alternate
       // which goes first, as the first timed move after the loop's non-blocking one pays more.
       const auto unlanded = [&] {
-        t_unlanded.push_back(ms_of([&] {
+        t_unlanded.push_back(time_ms([&] {
           autograd::NoGradGuard no_grad;
           std::vector<nn::MovePair> moves;
           for (const Tensor& t : tensors)
@@ -101,7 +95,7 @@ void run_module_bench(int repeat, bool quick) {
         m->cpu();
       };
       const auto landed = [&] {
-        t_to.push_back(ms_of([&] { m->to(dev); }));
+        t_to.push_back(time_ms([&] { m->to(dev); }));
         m->cpu();
       };
       if (r % 2 == 0) {
@@ -111,13 +105,13 @@ void run_module_bench(int repeat, bool quick) {
         unlanded();
         landed();
       }
-      t_flat.push_back(ms_of([&] { (void)flat.to(dev); }));
-      t_naive.push_back(ms_of([&] {
+      t_flat.push_back(time_ms([&] { (void)flat.to(dev); }));
+      t_naive.push_back(time_ms([&] {
         std::vector<Tensor> moved;
         moved.reserve(tensors.size());
         for (const Tensor& t : tensors) moved.push_back(t.to(dev));
       }));
-      t_call.push_back(ms_of([&] { m->to(dev, /*non_blocking=*/true); }));
+      t_call.push_back(time_ms([&] { m->to(dev, /*non_blocking=*/true); }));
       current_stream(dev).synchronize();
       m->cpu();
     }
@@ -154,9 +148,9 @@ void run_module_bench(int repeat, bool quick) {
     m->to(kBFloat16);
     m->to(kFloat32);
     for (int r = 0; r < runs; ++r) {
-      t_to.push_back(ms_of([&] { m->to(kBFloat16); }));
+      t_to.push_back(time_ms([&] { m->to(kBFloat16); }));
       m->to(kFloat32);
-      t_load.push_back(ms_of([&] { m->load_state_dict(sd); }));
+      t_load.push_back(time_ms([&] { m->load_state_dict(sd); }));
     }
 #if defined(FERRY_HAVE_TORCH)
     const TorchModuleTimes torch = time_torch_module(shapes, runs);

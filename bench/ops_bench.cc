@@ -96,7 +96,7 @@ void settle(int threads, bool after_torch) {
 }
 #endif
 
-struct Row {
+struct OpsRow {
   const OpSpec* spec = nullptr;
   int threads = 1;
   double ferry = 0, ferry_min = 0, ferry_max = 0;  // ms per run, or ns per call
@@ -107,7 +107,7 @@ struct Row {
   bool met = false;
 };
 
-std::string fmt(const char* f, double v) {
+std::string format_double(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), f, v);
   return buf;
@@ -116,16 +116,16 @@ std::string fmt(const char* f, double v) {
 std::string target_text(const OpSpec& s) {
   switch (s.target) {
     case TargetKind::PeakFraction:
-      return ">= " + fmt("%.0f", s.target_value * 100) + "% peak";
+      return ">= " + format_double("%.0f", s.target_value * 100) + "% peak";
     case TargetKind::RatioAtLeast:
-      return "ratio >= " + fmt("%.2f", s.target_value);
+      return "ratio >= " + format_double("%.2f", s.target_value);
     case TargetKind::NsAtMost:
-      return "<= " + fmt("%.0f", s.target_value) + " ns";
+      return "<= " + format_double("%.0f", s.target_value) + " ns";
   }
   return "";
 }
 
-void judge(Row& r) {
+void judge(OpsRow& r) {
   const OpSpec& s = *r.spec;
   switch (s.target) {
     case TargetKind::PeakFraction:
@@ -145,7 +145,7 @@ void judge(Row& r) {
 
 std::string time_text(double v, bool per_call) {
   if (v < 0) return "n/a";
-  return per_call ? fmt("%.0f ns", v) : fmt("%.3f ms", v);
+  return per_call ? format_double("%.0f ns", v) : format_double("%.3f ms", v);
 }
 
 void print_header(FILE* out) {
@@ -153,16 +153,16 @@ void print_header(FILE* out) {
                "ratio", "measure", "target", "met?");
 }
 
-void print_row(FILE* out, const Row& r) {
+void print_row(FILE* out, const OpsRow& r) {
   const OpSpec& s = *r.spec;
   std::string measure;
   if (s.flops > 0) {
-    measure = fmt("%.1f", r.gflops) + " GFLOP/s";
-    if (r.peak > 0) measure += ", " + fmt("%.1f", 100 * r.peak_fraction) + "% peak";
+    measure = format_double("%.1f", r.gflops) + " GFLOP/s";
+    if (r.peak > 0) measure += ", " + format_double("%.1f", 100 * r.peak_fraction) + "% peak";
   }
   std::fprintf(out, "%-28s %3d %12s %12s %6s  %-28s %-15s %s\n", s.name.c_str(), r.threads,
                time_text(r.ferry, s.per_call()).c_str(), time_text(r.torch, s.per_call()).c_str(),
-               r.torch >= 0 ? fmt("%.2f", r.ratio).c_str() : "n/a", measure.c_str(),
+               r.torch >= 0 ? format_double("%.2f", r.ratio).c_str() : "n/a", measure.c_str(),
                target_text(s).c_str(),
                !r.judged ? "n/a"
                : r.met   ? "yes"
@@ -179,7 +179,8 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
-std::string to_json(const std::vector<Row>& rows, const std::vector<FmaPeak>& peaks, bool torch) {
+std::string to_json(const std::vector<OpsRow>& rows, const std::vector<FmaPeak>& peaks,
+                    bool torch) {
   std::ostringstream out;
   out << "{\n  \"torch\": " << (torch ? "true" : "false") << ",\n  \"peaks\": [\n";
   for (size_t i = 0; i < peaks.size(); ++i) {
@@ -190,7 +191,7 @@ std::string to_json(const std::vector<Row>& rows, const std::vector<FmaPeak>& pe
   }
   out << "  ],\n  \"cases\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
+    const OpsRow& r = rows[i];
     const OpSpec& s = *r.spec;
     const char* unit = s.per_call() ? "ns_per_call" : "ms";
     out << "    {\"case\": " << json_string(s.name) << ", \"threads\": " << r.threads << ", \""
@@ -339,7 +340,7 @@ int run_ops_bench(const OpsOptions& o) {
     }
   }
 
-  std::vector<Row> rows;
+  std::vector<OpsRow> rows;
   const int saved_threads = get_num_threads();
   print_header(table);
   for (const OpSpec& s : cases) {
@@ -373,7 +374,7 @@ int run_ops_bench(const OpsOptions& o) {
         }
 #endif
       }
-      Row row;
+      OpsRow row;
       row.spec = &s;
       row.threads = threads;
       const double scale = s.per_call() ? 1e6 / s.calls : 1.0;  // ms -> ns per call

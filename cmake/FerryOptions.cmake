@@ -37,3 +37,21 @@ function(ferry_target_flags target)
     target_compile_definitions(${target} PRIVATE HWY_COMPILE_ONLY_STATIC=1)
   endif()
 endfunction()
+
+# Unity builds: each target's .cc files compiled in batches (one translation unit per batch), so
+# that the headers every file includes are parsed, and their inline functions and templates
+# compiled, once per batch rather than once per file. It halves the compiler time of the library
+# (an ASan build's: 820 s -> 384 s) and cuts a clean build on two cores by about 40%; batches of
+# 16 saved only 4% more of the library's compiler time than 8. Names in anonymous namespaces must
+# therefore be unique across a target's files; a file that cannot share a translation unit sets
+# SKIP_UNITY_BUILD_INCLUSION (with a comment why). Switch it off (-DFERRY_UNITY_BUILD=OFF) to
+# compile one file at a time, e.g. to check that a file includes what it uses.
+option(FERRY_UNITY_BUILD "Compile each target's sources in batches (CMake unity build)" ON)
+set(FERRY_UNITY_BATCH_SIZE 8 CACHE STRING "Source files per unity batch (FERRY_UNITY_BUILD)")
+
+function(ferry_unity_build target)
+  if(FERRY_UNITY_BUILD)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_MODE BATCH
+                          UNITY_BUILD_BATCH_SIZE ${FERRY_UNITY_BATCH_SIZE})
+  endif()
+endfunction()

@@ -29,6 +29,7 @@ struct CommandRegistrar {
 
 #define FERRY_TOOL_CONCAT_INNER(a, b) a##b
 #define FERRY_TOOL_CONCAT(a, b) FERRY_TOOL_CONCAT_INNER(a, b)
+// __COUNTER__, not __LINE__: a unity build compiles several command files as one translation unit.
 #define FERRY_REGISTER_COMMAND(...)                          \
   static ::ferry::tools::CommandRegistrar FERRY_TOOL_CONCAT( \
-      ferry_command_, __LINE__)(::ferry::tools::Command{__VA_ARGS__})
+      ferry_command_, __COUNTER__)(::ferry::tools::Command{__VA_ARGS__})

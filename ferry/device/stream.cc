@@ -14,7 +14,7 @@
 namespace ferry {
 namespace {
 
-constexpr int kMaxDevices = 128;  // DeviceIndex is int8_t
+constexpr int kStreamTableDevices = 128;  // DeviceIndex is int8_t
 constexpr int kStreamsPerDevice = 1 + kStreamPoolSize;
 
 struct StreamSlot {
@@ -30,7 +30,8 @@ struct DeviceStreams {
 
 // Tables are created on first use and never freed: streams live as long as the process.
 DeviceStreams& device_streams(Device device) {
-  static std::array<std::array<std::atomic<DeviceStreams*>, kMaxDevices>, kNumDeviceTypes> tables{};
+  static std::array<std::array<std::atomic<DeviceStreams*>, kStreamTableDevices>, kNumDeviceTypes>
+      tables{};
   static std::mutex tables_mutex;
   auto& entry = tables[static_cast<size_t>(device.type())][static_cast<size_t>(device.index())];
   if (DeviceStreams* s = entry.load(std::memory_order_acquire)) return *s;
@@ -42,7 +43,8 @@ DeviceStreams& device_streams(Device device) {
 }
 
 // Zero-initialized: every device starts on its default stream.
-thread_local std::array<std::array<StreamId, kMaxDevices>, kNumDeviceTypes> tls_current_stream{};
+thread_local std::array<std::array<StreamId, kStreamTableDevices>, kNumDeviceTypes>
+    tls_current_stream{};
 
 }  // namespace
 

@@ -450,10 +450,11 @@ std::optional<double> DeviceAllocator::memory_fraction() const {
 // ---- the per-device table and the event pool -------------------------------------------------
 
 namespace {
-constexpr int kMaxDevices = 128;  // DeviceIndex is int8_t
+constexpr int kAllocatorTableDevices = 128;  // DeviceIndex is int8_t
 
 template <typename T>
-using DeviceTable = std::array<std::array<std::atomic<T*>, kMaxDevices>, kNumDeviceTypes>;
+using DeviceTable =
+    std::array<std::array<std::atomic<T*>, kAllocatorTableDevices>, kNumDeviceTypes>;
 
 // Created on first use and never destroyed: tensors freed by static destructors at exit still
 // find their allocator.

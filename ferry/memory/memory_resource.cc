@@ -75,11 +75,12 @@ Stat MemoryResource::allocated_bytes() const { return bytes_.load(); }
 
 namespace {
 
-constexpr int kMaxDevices = 128;  // DeviceIndex is int8_t
+constexpr int kResourceTableDevices = 128;  // DeviceIndex is int8_t
 
 struct ResourceTable {
   std::array<std::atomic<MemoryResource*>, kNumDeviceTypes> per_type{};
-  std::array<std::array<std::atomic<MemoryResource*>, kMaxDevices>, kNumDeviceTypes> per_device{};
+  std::array<std::array<std::atomic<MemoryResource*>, kResourceTableDevices>, kNumDeviceTypes>
+      per_device{};
 };
 
 ResourceTable& table() {
@@ -196,7 +197,7 @@ class DeviceTensorAllocator final : public Allocator {
 // Installed unconditionally: whichever of this and a backend's registration runs first, device
 // tensors end up on the resources (the backend installs its raw allocator only if none is set).
 // Creates no backend.
-const bool kInstalled = [] {
+const bool kResourceAllocatorsInstalled = [] {
   set_allocator(DeviceType::Sim, device_tensor_allocator(DeviceType::Sim));
   set_allocator(DeviceType::CUDA, device_tensor_allocator(DeviceType::CUDA));
   return true;

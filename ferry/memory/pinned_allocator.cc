@@ -301,7 +301,7 @@ void release_pinned(void* context) {
   }
 }
 
-const bool kInstalled = [] {
+const bool kPinnedAllocatorInstalled = [] {
   set_pinned_host_allocator(&instance());
   return true;
 }();

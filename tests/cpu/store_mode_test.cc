@@ -66,9 +66,10 @@ TEST(StoreMode, ParsesTheEnvironmentOverride) {
   }
 }
 
-// A problem over sizes with strides in elements (fastest-first for dst); planning reads no data.
-CopyProblem problem(std::vector<int64_t> sizes, std::vector<int64_t> dst, std::vector<int64_t> src,
-                    ScalarType t = kFloat32) {
+// A store_problem over sizes with strides in elements (fastest-first for dst); planning reads no
+// data.
+CopyProblem store_problem(std::vector<int64_t> sizes, std::vector<int64_t> dst,
+                          std::vector<int64_t> src, ScalarType t = kFloat32) {
   CopyProblem p;
   const auto size = static_cast<int64_t>(element_size(t));
   for (size_t d = 0; d < sizes.size(); ++d) {
@@ -100,25 +101,25 @@ TEST_F(StoreModePlan, StreamsPastTheThresholdOfTheWayTheKernelWrites) {
     return static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(bytes) / 4)));
   };
   const int64_t big = std::max<int64_t>(side(limits.scattered), 8);
-  EXPECT_TRUE(plan_copy(problem({big, big}, {1, big}, {big, 1})).stream);
+  EXPECT_TRUE(plan_copy(store_problem({big, big}, {1, big}, {big, 1})).stream);
   if (limits.scattered >= 4 * 64 * 64) {
     const int64_t small = side(limits.scattered) - 2;
-    const CopyPlan plan = plan_copy(problem({small, small}, {1, small}, {small, 1}));
+    const CopyPlan plan = plan_copy(store_problem({small, small}, {1, small}, {small, 1}));
     EXPECT_EQ(plan.kind, CopyKernelKind::Transpose);
     EXPECT_FALSE(plan.stream);
     EXPECT_NE(plan.describe().find("ordinary stores"), std::string::npos) << plan.describe();
   }
   // Contiguous copies use the sequential threshold.
   const int64_t n = limits.sequential / 4;
-  const CopyPlan at = plan_copy(problem({n}, {1}, {1}));
+  const CopyPlan at = plan_copy(store_problem({n}, {1}, {1}));
   EXPECT_TRUE(at.stream);
   EXPECT_NE(at.describe().find("streaming stores"), std::string::npos) << at.describe();
-  EXPECT_FALSE(plan_copy(problem({n - 16}, {1}, {1})).stream);
+  EXPECT_FALSE(plan_copy(store_problem({n - 16}, {1}, {1})).stream);
   // Never with lazy neg (applied in place afterwards), nor for a strided destination.
-  CopyProblem negated = problem({2 * n}, {1}, {1});
+  CopyProblem negated = store_problem({2 * n}, {1}, {1});
   negated.neg = true;
   EXPECT_FALSE(plan_copy(negated).stream);
-  EXPECT_FALSE(plan_copy(problem({2 * n}, {2}, {1})).stream);
+  EXPECT_FALSE(plan_copy(store_problem({2 * n}, {2}, {1})).stream);
 }
 
 TEST_F(StoreModePlan, StreamingTransposesGoByPanelsWhenDstRowsAreOffTheirLines) {
@@ -127,24 +128,24 @@ TEST_F(StoreModePlan, StreamingTransposesGoByPanelsWhenDstRowsAreOffTheirLines) 
   }
   if (std::string(simd_target()) == "SCALAR") GTEST_SKIP() << "no register tiles on SCALAR";
   // 3008 float32 elements are 188 lines: every row starts on a line. 3000 are 187.5.
-  const CopyPlan lined = plan_copy(problem({3008, 3008}, {1, 3008}, {3008, 1}));
+  const CopyPlan lined = plan_copy(store_problem({3008, 3008}, {1, 3008}, {3008, 1}));
   ASSERT_TRUE(lined.stream);
   EXPECT_FALSE(lined.panel);
   EXPECT_EQ(lined.describe().find("by panels"), std::string::npos) << lined.describe();
-  const CopyPlan off = plan_copy(problem({3000, 3000}, {1, 3000}, {3000, 1}));
+  const CopyPlan off = plan_copy(store_problem({3000, 3000}, {1, 3000}, {3000, 1}));
   ASSERT_TRUE(off.stream);
   EXPECT_TRUE(off.panel);
   EXPECT_EQ(off.block_rows, tuning::kTransposePanelRows);
   EXPECT_NE(off.describe().find("by panels"), std::string::npos) << off.describe();
   // Lined-up rows, but dst itself off its line (the plan looks at the address only).
-  CopyProblem shifted = problem({3008, 3008}, {1, 3008}, {3008, 1});
+  CopyProblem shifted = store_problem({3008, 3008}, {1, 3008}, {3008, 1});
   alignas(64) static char base[128];
   shifted.dst = base + 4;
   EXPECT_TRUE(plan_copy(shifted).panel);
   shifted.dst = base + 64;
   EXPECT_FALSE(plan_copy(shifted).panel);
   // Ordinary stores need no panels.
-  EXPECT_FALSE(plan_copy(problem({100, 100}, {1, 100}, {100, 1})).panel);
+  EXPECT_FALSE(plan_copy(store_problem({100, 100}, {1, 100}, {100, 1})).panel);
 }
 
 // Transposes forced to stream, with dst rows padded to whole lines so that the tiles stream by

@@ -22,7 +22,7 @@ SimConfig parse(const std::map<std::string, std::string>& env) {
   });
 }
 
-std::string error_of(const std::map<std::string, std::string>& env) {
+std::string config_error_of(const std::map<std::string, std::string>& env) {
   try {
     parse(env);
   } catch (const DeviceError& e) {
@@ -143,7 +143,7 @@ TEST(SimConfigTest, BadValuesNameTheVariableAndTheValue) {
       {"FERRY_SIM_CHAOS", "1:forever", "a duration such as"},
   };
   for (const Case& c : cases) {
-    const std::string message = error_of({{c.name, c.value}});
+    const std::string message = config_error_of({{c.name, c.value}});
     EXPECT_NE(message.find(c.name), std::string::npos) << message;
     // A bad delay in "seed:delay" is quoted on its own.
     const std::string value(c.value);

@@ -21,7 +21,7 @@ using Strings = std::vector<std::string>;
 using testing::kernel_log;
 using testing::tensor_on;
 
-Dispatcher& D() { return Dispatcher::singleton(); }
+using testing::D;
 
 class BoxingTest : public ::testing::Test {
  protected:

@@ -18,14 +18,14 @@ namespace {
 
 using K = DispatchKey;
 using testing::tensor_on;
-using Unary = int64_t(const Tensor&);
+using RaceUnary = int64_t(const Tensor&);
 
-Dispatcher& D() { return Dispatcher::singleton(); }
+using testing::D;
 
 int64_t base_cpu(const Tensor&) { return 1; }
 int64_t shadow_cpu(const Tensor&) { return 2; }
 int64_t autograd_cpu(DispatchKeySet ks, const Tensor& t) {
-  static const auto op = D().find("race::op").typed<Unary>();
+  static const auto op = D().find("race::op").typed<RaceUnary>();
   return 10 + op.redispatch(ks.remove_above(K::AutogradCPU), t);
 }
 void autograd_fallback(const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
@@ -39,7 +39,7 @@ TEST(DispatcherConcurrency, CallsRacingWithRegistration) {
   auto autograd_fallthrough = D().fallback_fallthrough(K::AutogradCPU);
   auto def = D().def("race::op(Tensor self) -> int");
   auto base = D().impl("race::op", K::CPU, &base_cpu);
-  const auto op = D().find("race::op").typed<Unary>();
+  const auto op = D().find("race::op").typed<RaceUnary>();
 
   std::atomic<bool> stop{false};
   std::atomic<int64_t> calls{0};

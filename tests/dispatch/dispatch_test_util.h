@@ -1,6 +1,6 @@
 // Helpers for the dispatcher tests: small tensors on any device type (device tensors get host
-// memory labelled with the device: the dispatcher only looks at the label), and a per-thread log
-// that kernels append to.
+// memory labelled with the device: the dispatcher only looks at the label), a per-thread log
+// that kernels append to, and D(), the dispatcher.
 #pragma once
 
 #include <cstdlib>
@@ -9,8 +9,12 @@
 
 #include "ferry/core/storage.h"
 #include "ferry/core/tensor.h"
+#include "ferry/dispatch/dispatcher.h"
 
 namespace ferry::testing {
+
+// The dispatcher every test registers into.
+inline Dispatcher& D() { return Dispatcher::singleton(); }
 
 inline Tensor tensor_on(Device device, bool requires_grad = false) {
   constexpr size_t kBytes = 4 * sizeof(float);

@@ -20,7 +20,7 @@ using Strings = std::vector<std::string>;
 using testing::kernel_log;
 using testing::tensor_on;
 
-Dispatcher& D() { return Dispatcher::singleton(); }
+using testing::D;
 
 std::string message_of(const std::function<void()>& f) {
   try {

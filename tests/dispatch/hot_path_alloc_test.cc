@@ -76,7 +76,7 @@ using K = DispatchKey;
 using Unary = Tensor(const Tensor&);
 using testing::tensor_on;
 
-Dispatcher& D() { return Dispatcher::singleton(); }
+using testing::D;
 
 constexpr int kCalls = 1000;
 

@@ -21,15 +21,11 @@ namespace {
 
 using memory::MemoryResource;
 
-Tensor device_bytes(size_t n, Device device = kSim0) {
-  return empty({static_cast<int64_t>(n)}, TensorOptions(kByte).device(device));
-}
-
 // Opens `gate` from another thread after a delay, so that the code under test has to wait for
 // the stream rather than find it already idle.
 class DelayedOpener {
  public:
-  explicit DelayedOpener(Gate& gate)
+  explicit DelayedOpener(StreamGate& gate)
       : thread_([&gate] {
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
           gate.open();
@@ -76,7 +72,7 @@ TEST_F(BackendCallsTest, AFailedEventRecordMakesTheBlockWaitForTheWholeStream) {
   MemoryResource* r = memory::caching_allocator();
   const Stream mine = current_stream(kSim0);
   const Stream side(kSim0, 3);
-  Gate gate(side);
+  StreamGate gate(side);
   void* p = r->allocate(4096, mine);
   r->record_stream(p, mine, side);
   sim->fail_event_record_at(1);
@@ -104,15 +100,15 @@ TEST_F(BackendCallsTest, AFailureAfterSomeEventsStillProtectsEveryStream) {
     SCOPED_TRACE(failing);
     ScopedWrappedSim sim;
     const Stream a(kSim0, 3), b(kSim0, 4);
-    Gate gate_a(a), gate_b(b);
+    StreamGate gate_a(a), gate_b(b);
     void* p = r->allocate(4096, mine);
     r->record_stream(p, mine, a);
     r->record_stream(p, mine, b);
     sim->fail_event_record_at(failing);
     r->deallocate(p, 4096, mine);
     ASSERT_EQ(sim->failed_records(), 1);
-    Gate& first = failing == 2 ? gate_a : gate_b;  // the stream whose event was recorded
-    Gate& second = failing == 2 ? gate_b : gate_a;
+    StreamGate& first = failing == 2 ? gate_a : gate_b;  // the stream whose event was recorded
+    StreamGate& second = failing == 2 ? gate_b : gate_a;
     first.open_and_wait();
     void* q = r->allocate(4096, mine);
     EXPECT_NE(q, p) << "reused while the stream whose event failed is still busy";
@@ -128,7 +124,7 @@ TEST_F(BackendCallsTest, AFailureAfterSomeEventsStillProtectsEveryStream) {
 TEST_F(BackendCallsTest, EmptyCacheWaitsForAStreamWhoseEventFailed) {
   ScopedWrappedSim sim;
   const Stream side(kSim0, 3);
-  Gate gate(side);
+  StreamGate gate(side);
   {
     Tensor t = device_bytes(kMiB);
     t.record_stream(side);
@@ -179,7 +175,7 @@ class FailingSubRegionTest : public MemoryTest {
 TEST_F(FailingSubRegionTest, DropFinishesOnceTheStreamIsDone) {
   ScopedWrappedSim sim;
   const Stream side(kSim0, 3);
-  Gate gate(side);
+  StreamGate gate(side);
   free_with_failed_record(sim.get(), side);
   ASSERT_EQ(sim->failed_records(), 1);
   {
@@ -194,7 +190,7 @@ TEST_F(FailingSubRegionTest, DropFinishesOnceTheStreamIsDone) {
 TEST_F(FailingSubRegionTest, DropRaisesWhenTheStreamCannotBeWaitedFor) {
   ScopedWrappedSim sim;
   const Stream side(kSim0, 3);
-  Gate gate(side);
+  StreamGate gate(side);
   free_with_failed_record(sim.get(), side);
   sim->fail_stream_synchronize(true);
   EXPECT_THROW(memory::drop_sub_region(kSim0, "r", "params"), DeviceError)
@@ -213,7 +209,7 @@ TEST_F(BackendCallsTest, PinnedBlockStaysProtectedWhenALaterRecordFails) {
   }
   ScopedWrappedSim sim;
   const Stream a(kSim0, 3), b(kSim0, 4);
-  Gate gate_a(a), gate_b(b);
+  StreamGate gate_a(a), gate_b(b);
   const int64_t failures_before = memory::pinned_stats().num_event_record_failures;
   void* first = nullptr;
   {

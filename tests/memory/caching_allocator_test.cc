@@ -18,10 +18,6 @@ using memory::MemoryResource;
 
 using memory::BlockState;
 
-Tensor device_bytes(size_t n, Device device = kSim0) {
-  return empty({static_cast<int64_t>(n)}, TensorOptions(kByte).device(device));
-}
-
 struct Found {
   const memory::SegmentInfo* segment = nullptr;
   const memory::BlockInfo* block = nullptr;
@@ -347,7 +343,7 @@ TEST_F(SmallDeviceTest, RetriesAfterReleasingSegmentsCachedForOtherStreams) {
 
 TEST_F(SmallDeviceTest, WaitsForRecordedStreamsBeforeGivingUp) {
   const Stream side(kSim0, 3);
-  Gate gate(side);
+  StreamGate gate(side);
   void* p = nullptr;
   {
     Tensor t = device_bytes(40 * kMiB);

@@ -23,10 +23,6 @@
 namespace ferry::testing {
 namespace {
 
-Tensor device_bytes(size_t n, Device device = kSim0) {
-  return empty({static_cast<int64_t>(n)}, TensorOptions(kByte).device(device));
-}
-
 // Polls `done` for up to ten seconds.
 bool eventually(const std::function<bool()>& done) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -55,7 +51,7 @@ TEST_F(SmallDeviceConcurrencyTest, AllocationWaitsForSegmentsAnotherThreadIsRele
   }
   // The sim's free waits for every stream, so the release below stays in flight, its segment
   // off the allocator's books but not yet back in the backend, until the gate opens.
-  Gate gate(busy);
+  StreamGate gate(busy);
   std::thread releaser([] { memory::empty_cache(kSim0); });
   ASSERT_TRUE(eventually([] { return memory::stats(kSim0).num_device_free == 1; }));
 

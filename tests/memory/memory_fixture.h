@@ -1,6 +1,7 @@
 // Shared helpers for the memory tests: a fixture that starts every test from a known sim config
 // and allocator state (default settings, empty caches) and checks the allocator's invariants at
-// the end, and a Gate that keeps a sim stream busy until the test opens it.
+// the end, device_bytes (a sim byte tensor), and a StreamGate that keeps a sim stream busy until
+// the test opens it.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,11 +17,17 @@
 #include "ferry/memory/alloc_config.h"
 #include "ferry/memory/caching_allocator.h"
 #include "ferry/memory/pinned_allocator.h"
+#include "ferry/ops/factories.h"
 
 namespace ferry::testing {
 
 inline const Device kSim0("sim:0");
 inline const Device kSim1("sim:1");
+
+// An uninitialized byte tensor of n bytes on `device`.
+inline Tensor device_bytes(size_t n, Device device = kSim0) {
+  return empty({static_cast<int64_t>(n)}, TensorOptions(kByte).device(device));
+}
 
 // Returns every cached byte to the sim (both devices and pinned memory), so that the sim can be
 // reconfigured and each test starts with empty caches.
@@ -69,15 +76,15 @@ class MemoryTest : public ::testing::Test {
 
 // Keeps `stream` busy (a host function waiting on the gate) until open() or destruction, so a
 // failing assertion never leaves a stream blocked.
-class Gate {
+class StreamGate {
  public:
-  explicit Gate(const Stream& stream) : stream_(stream) {
+  explicit StreamGate(const Stream& stream) : stream_(stream) {
     auto opened = promise_.get_future().share();
     enqueue_host_function(stream, [opened] { opened.wait(); });
   }
-  Gate(const Gate&) = delete;
-  Gate& operator=(const Gate&) = delete;
-  ~Gate() { open(); }
+  StreamGate(const StreamGate&) = delete;
+  StreamGate& operator=(const StreamGate&) = delete;
+  ~StreamGate() { open(); }
 
   // Safe to call from any thread, any number of times.
   void open() {

@@ -136,7 +136,7 @@ TEST_F(MemoryResourceTest, RecordStreamOnAnUntrackingResourceOrdersTheFreeingStr
   ResourceScope scope(kSim0, &counting);
   const Stream mine = current_stream(kSim0);
   const Stream side = get_stream_from_pool(kSim0);
-  Gate gate(side);
+  StreamGate gate(side);
   {
     Tensor t = empty({8}, kSim0);
     t.record_stream(side);
@@ -157,7 +157,7 @@ TEST_F(MemoryResourceTest, DeviceViewStoragesShareOneAllocation) {
   ResourceScope scope(kSim0, &counting);
   const Stream mine = current_stream(kSim0);
   const Stream side = get_stream_from_pool(kSim0);
-  Gate gate(side);
+  StreamGate gate(side);
   {
     Storage a, b;
     {

@@ -55,7 +55,7 @@ TEST_F(PinnedAllocatorTest, ReusesFreedBlocksOfTheSameClass) {
 
 TEST_F(PinnedAllocatorTest, RecordedBlocksWaitForTheirStreams) {
   const Stream copy_stream = get_stream_from_pool(kSim0);
-  Gate gate(copy_stream);
+  StreamGate gate(copy_stream);
   void* first = nullptr;
   {
     Tensor h = pinned_floats(256);
@@ -75,7 +75,7 @@ TEST_F(PinnedAllocatorTest, RecordedBlocksWaitForTheirStreams) {
 
 TEST_F(PinnedAllocatorTest, RecordStreamOnAPinnedTensorRecordsAnEvent) {
   const Stream copy_stream = get_stream_from_pool(kSim0);
-  Gate gate(copy_stream);
+  StreamGate gate(copy_stream);
   void* first = nullptr;
   {
     Tensor h = pinned_floats(256);

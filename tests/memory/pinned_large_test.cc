@@ -68,7 +68,7 @@ TEST_F(PinnedLargeTest, CachedLargeBlocksServeRequestsWithinAnEighth) {
 
 TEST_F(PinnedLargeTest, RecordedLargeBlocksWaitForTheirStreams) {
   const Stream copy_stream = get_stream_from_pool(kSim0);
-  Gate gate(copy_stream);
+  StreamGate gate(copy_stream);
   void* first = nullptr;
   {
     const Tensor h = pinned_bytes(2 * kMiB);
@@ -84,7 +84,7 @@ TEST_F(PinnedLargeTest, RecordedLargeBlocksWaitForTheirStreams) {
 
 TEST_F(PinnedLargeTest, ViewStoragesAreIndependentAndProtectTheBlock) {
   const Stream copy_stream = get_stream_from_pool(kSim0);
-  Gate gate(copy_stream);
+  StreamGate gate(copy_stream);
   void* block_address = nullptr;
   Storage inner;
   {

@@ -25,7 +25,7 @@ using RecordStreamTest = MemoryTest;
 TEST_F(RecordStreamTest, BlockUsedOnABusyStreamIsNotReusedUntilThatStreamIsDone) {
   const Device dev("sim:0");
   const Stream side = get_stream_from_pool(dev);
-  Gate gate(side);
+  StreamGate gate(side);
   Tensor t = empty({1 << 20}, dev);
   void* const address = t.data_ptr();
   t.record_stream(side);
@@ -43,7 +43,7 @@ TEST_F(RecordStreamTest, BlockUsedOnABusyStreamIsNotReusedUntilThatStreamIsDone)
 TEST_F(RecordStreamTest, RecordingAViewWithAnOffsetProtectsTheWholeBlock) {
   const Device dev("sim:0");
   const Stream side = get_stream_from_pool(dev);
-  Gate gate(side);
+  StreamGate gate(side);
   Tensor t = empty({1 << 20}, dev);
   void* const address = t.data_ptr();
   Tensor view = t.narrow(0, 1000, 4096);
@@ -62,7 +62,7 @@ TEST_F(RecordStreamTest, RecordingAViewWithAnOffsetProtectsTheWholeBlock) {
 TEST_F(RecordStreamTest, RecordingTheAllocationStreamOrACpuStreamChangesNothing) {
   const Device dev("sim:0");
   const Stream side = get_stream_from_pool(dev);
-  Gate gate(side);  // busy, but never recorded
+  StreamGate gate(side);  // busy, but never recorded
   Tensor t = empty({1 << 20}, dev);
   void* const address = t.data_ptr();
   t.record_stream(current_stream(dev));
@@ -75,7 +75,7 @@ TEST_F(RecordStreamTest, RecordingTheAllocationStreamOrACpuStreamChangesNothing)
 
 TEST_F(RecordStreamTest, StreamsOfAnotherDeviceAreRecordedToo) {
   const Stream other = get_stream_from_pool(kSim1);
-  Gate gate(other);
+  StreamGate gate(other);
   Tensor t = empty({4096}, kSim0);
   void* const address = t.data_ptr();
   t.record_stream(other);
@@ -89,7 +89,7 @@ TEST_F(RecordStreamTest, DeallocatingOnAnotherStreamCountsAsRecordingIt) {
   MemoryResource* r = memory::caching_allocator();
   const Stream mine = current_stream(kSim0);
   const Stream side = get_stream_from_pool(kSim0);
-  Gate gate(side);
+  StreamGate gate(side);
   void* p = r->allocate(4096, mine);
   r->deallocate(p, 4096, side);
   void* q = r->allocate(4096, mine);
@@ -103,7 +103,7 @@ TEST_F(RecordStreamTest, DeallocatingOnAnotherStreamCountsAsRecordingIt) {
 
 TEST_F(RecordStreamTest, EmptyCacheWaitsForRecordedStreams) {
   const Stream side = get_stream_from_pool(kSim0);
-  Gate gate(side);
+  StreamGate gate(side);
   {
     Tensor t = empty({1 << 20}, kSim0);
     t.record_stream(side);

@@ -18,11 +18,7 @@ namespace {
 
 constexpr size_t kRegionBytes = 64 * kMiB;
 
-Tensor device_bytes(size_t n, Device device = kSim0) {
-  return empty({static_cast<int64_t>(n)}, TensorOptions(kByte).device(device));
-}
-
-bool inside(const void* p, const void* base, size_t size) {
+bool within_region(const void* p, const void* base, size_t size) {
   const auto* c = static_cast<const char*>(p);
   const auto* b = static_cast<const char*>(base);
   return c >= b && c < b + size;
@@ -81,7 +77,7 @@ TEST_F(SharedRegionTest, SubRegionsServeTheirStreams) {
     EXPECT_EQ(x.data_ptr(), base_ + 16 * kMiB);
     guard.reset_stream(default_stream(kSim0));
     Tensor y = device_bytes(4 * kMiB);
-    EXPECT_FALSE(inside(y.data_ptr(), base_, kRegionBytes));
+    EXPECT_FALSE(within_region(y.data_ptr(), base_, kRegionBytes));
 
     st = memory::stats(kSim0);
     EXPECT_EQ(st.allocation.current, 4);
@@ -161,7 +157,7 @@ TEST_F(SharedRegionTest, DropIsAllOrNothingAndNeverFreesTheMemory) {
   {
     StreamGuard guard(params_);  // back to the ordinary pools
     Tensor t = device_bytes(kMiB);
-    EXPECT_FALSE(inside(t.data_ptr(), base_, kRegionBytes));
+    EXPECT_FALSE(within_region(t.data_ptr(), base_, kRegionBytes));
   }
   // A model switch: the same memory, split differently for the next model.
   memory::add_sub_region(kSim0, "model", "parameters", 0, 32 * kMiB, params_);
@@ -178,7 +174,7 @@ TEST_F(SharedRegionTest, DropIsAllOrNothingAndNeverFreesTheMemory) {
 TEST_F(SharedRegionTest, DropWaitsForRecordedStreams) {
   adopt_pipeswitch_layout();
   const Stream side(kSim0, 3);  // fixed: a pool stream could be the sub-region's own
-  Gate gate(side);
+  StreamGate gate(side);
   {
     StreamGuard guard(params_);
     Tensor t = device_bytes(kMiB);

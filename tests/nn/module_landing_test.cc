@@ -183,7 +183,7 @@ TEST_F(ModuleLandingTest, NonBlockingLandingIsSafeOnTwoStreamsUnderChaos) {
   const Stream side = get_stream_from_pool(kSim0);
   std::vector<Tensor> sums, side_sums;
   {
-    Gate gate(stream);
+    StreamGate gate(stream);
     std::vector<nn::MovePair> moves = moves_to(srcs, kSim0);
     EXPECT_EQ(nn::batched_move(moves, /*non_blocking=*/true).landed_tensors, 40);
     for (const nn::MovePair& m : moves) sums.push_back(m.dst.sum());

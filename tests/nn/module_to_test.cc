@@ -165,7 +165,7 @@ TEST_F(ModuleToTest, NonBlockingMoveIsSafeOnTheCurrentStreamUnderChaos) {
     const Stream stream = current_stream(kSim0);
     std::vector<Tensor> sums;
     {
-      Gate gate(stream);
+      StreamGate gate(stream);
       net->to(kSim0, /*non_blocking=*/true);  // returns: nothing waits for the gate
       for (const Tensor& p : net->parameters()) sums.push_back(p.sum());
       EXPECT_FALSE(stream.query()) << "the copies ran before the gate opened";

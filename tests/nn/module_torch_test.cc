@@ -28,7 +28,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr const char* kPython = "/usr/bin/python3";
+constexpr const char* kModuleTorchPython = "/usr/bin/python3";
 
 constexpr const char* kScript = R"PY(
 import json, struct, sys
@@ -100,8 +100,8 @@ const ScriptRun& script_run() {
     ScriptRun r;
     const bool required = std::getenv("FERRY_REQUIRE_TORCH") != nullptr &&
                           std::string(std::getenv("FERRY_REQUIRE_TORCH")) == "1";
-    if (::access(kPython, X_OK) != 0) {
-      (required ? r.error : r.skip) = std::string(kPython) +
+    if (::access(kModuleTorchPython, X_OK) != 0) {
+      (required ? r.error : r.skip) = std::string(kModuleTorchPython) +
                                       " is missing: the PyTorch comparison needs Debian's python3 "
                                       "and python3-torch";
       return r;
@@ -109,11 +109,12 @@ const ScriptRun& script_run() {
     r.prefix = scratch_dir() + "/module_torch";
     r.seed = test_seed() % 100000;
     write_file(r.prefix + ".py", kScript);
-    const std::string command =
-        std::string(kPython) + " " + r.prefix + ".py " + r.prefix + " " + std::to_string(r.seed);
+    const std::string command = std::string(kModuleTorchPython) + " " + r.prefix + ".py " +
+                                r.prefix + " " + std::to_string(r.seed);
     const int status = std::system(command.c_str());
     if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 3) {
-      (required ? r.error : r.skip) = std::string("torch is not importable by ") + kPython +
+      (required ? r.error : r.skip) = std::string("torch is not importable by ") +
+                                      kModuleTorchPython +
                                       ": install python3-torch (scripts/install-deps.sh --torch)";
     } else if (status != 0) {
       r.error = "the PyTorch script failed (see its output above): " + command;

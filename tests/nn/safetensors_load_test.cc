@@ -190,7 +190,7 @@ TEST_F(SafetensorsLoadTest, PinnedLoadUsesOneExactBlockAndProtectsItForAsyncCopi
   Tensor dev = empty({16}, TensorOptions(kFloat32).device(kSim0));
   const Stream stream = current_stream(kSim0);
   {
-    Gate gate(stream);
+    StreamGate gate(stream);
     {
       const st::LoadedTensors loaded = st::load(path, {.host_memory = st::HostMemory::kPinned});
       const memory::PinnedStats st = memory::pinned_stats();

@@ -18,7 +18,7 @@
 namespace ferry::testing {
 namespace {
 
-constexpr const char* kPython = "/usr/bin/python3";
+constexpr const char* kSafetensorsPython = "/usr/bin/python3";
 
 // The values both sides agree on: element i of tensor k is (i * 7 + k) % 23 - 11, in its dtype
 // (bool: the value is odd); bfloat16 is float32's upper half.
@@ -80,7 +80,7 @@ print("python read ok")
 int run_python(const std::string& script_body, const std::string& file) {
   const std::string script = scratch_path("script.py");
   write_file(script, std::string(kCommon) + script_body);
-  const std::string command = std::string(kPython) + " " + script + " " + file;
+  const std::string command = std::string(kSafetensorsPython) + " " + script + " " + file;
   return std::system(command.c_str());
 }
 
@@ -117,8 +117,8 @@ std::vector<double> expected_values(int k, const Spec& spec) {
 class SafetensorsPythonTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::access(kPython, X_OK) != 0) {
-      GTEST_SKIP() << kPython
+    if (::access(kSafetensorsPython, X_OK) != 0) {
+      GTEST_SKIP() << kSafetensorsPython
                    << " is missing: the Python interoperability tests need Debian's "
                       "python3 (apt-get install python3)";
     }

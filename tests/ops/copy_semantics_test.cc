@@ -27,7 +27,7 @@ using testing::random_view;
 using testing::storage_bytes;
 
 // The values a tensor reads as (lazy bits applied), as doubles (real part for complex).
-std::vector<double> values(const Tensor& t) {
+std::vector<double> double_values(const Tensor& t) {
   Tensor d = t.to(kFloat64, false, true).contiguous();
   const double* p = d.data_ptr<double>();
   return std::vector<double>(p, p + d.numel());
@@ -67,7 +67,7 @@ TEST(CopySemantics, ExpandedDestinationIsRefused) {
     EXPECT_THAT(e.what(), HasSubstr("copy_: the destination (sizes [4, 3], strides [0, 1]) has "
                                     "elements that share memory"));
   }
-  EXPECT_THAT(values(base), ElementsAre(0, 0, 0));
+  EXPECT_THAT(double_values(base), ElementsAre(0, 0, 0));
 }
 
 TEST(CopySemantics, UndefinedTensorsAreRefused) {
@@ -92,7 +92,7 @@ TEST(CopySemantics, ConversionExamples) {
   Tensor c = from_blob(z, {2}, kComplex64);
   Tensor real = empty({2});
   real.copy_(c);
-  EXPECT_THAT(values(real), ElementsAre(1.5, -3.0));
+  EXPECT_THAT(double_values(real), ElementsAre(1.5, -3.0));
   // Lazy conj resolved in the copy; lazy neg too, wrapping in the integer type.
   Tensor resolved = empty({2}, kComplex128);
   resolved.copy_(c.conj());
@@ -110,28 +110,28 @@ TEST(CopySemantics, ConversionExamples) {
 TEST(CopySemantics, BroadcastingSources) {
   Tensor dst = empty({2, 3}, kInt64);
   dst.copy_(arange(3));
-  EXPECT_THAT(values(dst), ElementsAre(0, 1, 2, 0, 1, 2));
+  EXPECT_THAT(double_values(dst), ElementsAre(0, 1, 2, 0, 1, 2));
   dst.copy_(arange(2).view({2, 1}));
-  EXPECT_THAT(values(dst), ElementsAre(0, 0, 0, 1, 1, 1));
+  EXPECT_THAT(double_values(dst), ElementsAre(0, 0, 0, 1, 1, 1));
   dst.copy_(full({}, 7));
-  EXPECT_THAT(values(dst), ElementsAre(7, 7, 7, 7, 7, 7));
+  EXPECT_THAT(double_values(dst), ElementsAre(7, 7, 7, 7, 7, 7));
 }
 
 TEST(CopySemantics, ShiftedOverlapReadsTheSourceBeforeTheCopy) {
   Tensor x = arange(10, kFloat32);
   x.slice(0, 1, 10).copy_(x.slice(0, 0, 9));
-  EXPECT_THAT(values(x), ElementsAre(0, 0, 1, 2, 3, 4, 5, 6, 7, 8));
+  EXPECT_THAT(double_values(x), ElementsAre(0, 0, 1, 2, 3, 4, 5, 6, 7, 8));
   Tensor y = arange(10, kFloat32);
   y.slice(0, 0, 9).copy_(y.slice(0, 1, 10));
-  EXPECT_THAT(values(y), ElementsAre(1, 2, 3, 4, 5, 6, 7, 8, 9, 9));
+  EXPECT_THAT(double_values(y), ElementsAre(1, 2, 3, 4, 5, 6, 7, 8, 9, 9));
   // A transposed square onto itself: every element but the diagonal moves.
   Tensor m = arange(9, kFloat32).view({3, 3});
   m.copy_(m.t());
-  EXPECT_THAT(values(m), ElementsAre(0, 3, 6, 1, 4, 7, 2, 5, 8));
+  EXPECT_THAT(double_values(m), ElementsAre(0, 3, 6, 1, 4, 7, 2, 5, 8));
   // A broadcast source inside the destination is read once, before any write.
   Tensor z = arange(8, kInt32);
   z.slice(0, 0, 4).copy_(z.slice(0, 2, 3).expand({4}));
-  EXPECT_THAT(values(z), ElementsAre(2, 2, 2, 2, 4, 5, 6, 7));
+  EXPECT_THAT(double_values(z), ElementsAre(2, 2, 2, 2, 4, 5, 6, 7));
 }
 
 TEST(CopySemantics, RandomOverlapsAcrossDtypes) {
@@ -178,7 +178,7 @@ TEST(CopySemantics, FullOverlapRunsInPlace) {
   Tensor as_int = from_blob(bits, {3}, kInt32);
   Tensor as_float = from_blob(bits, {3}, kFloat32);
   as_float.copy_(as_int);  // same bytes, element for element
-  EXPECT_THAT(values(as_float), ElementsAre(1, -2, 3));
+  EXPECT_THAT(double_values(as_float), ElementsAre(1, -2, 3));
 }
 
 // A page the process may read but not write: an early exit that wrote would fault.
@@ -218,7 +218,7 @@ TEST(CopySemantics, EarlyExitsDoNotTouchMemory) {
 TEST(CopySemantics, NonBlockingOnTheCpuIsComplete) {
   Tensor dst = empty({3}, kFloat64);
   dst.copy_(arange(3, kFloat32), /*non_blocking=*/true);
-  EXPECT_THAT(values(dst), ElementsAre(0, 1, 2));
+  EXPECT_THAT(double_values(dst), ElementsAre(0, 1, 2));
 }
 
 TEST(CopySemantics, RegisteredThroughTheDispatcher) {
@@ -269,7 +269,7 @@ TEST(CopySemantics, ANonCpuSideChoosesTheKernel) {
   on_cpu.copy_(on_sim);  // the cpu side is the destination now: still the sim kernel
   ASSERT_FALSE(g_stub_calls.empty());
   EXPECT_EQ(g_stub_calls.front(), (StubCall{DeviceType::Sim, DeviceType::CPU, DeviceType::Sim}));
-  EXPECT_THAT(values(on_cpu), ElementsAre(0, 3, 1, 4, 2, 5));
+  EXPECT_THAT(double_values(on_cpu), ElementsAre(0, 3, 1, 4, 2, 5));
 }
 
 }  // namespace

@@ -34,8 +34,8 @@ namespace {
 using ::testing::HasSubstr;
 
 const Device kCpu("cpu");
-const Device kSim0("sim:0");
-const Device kSim1("sim:1");
+const Device kPipeSim0("sim:0");
+const Device kPipeSim1("sim:1");
 
 void configure_chaos() {
   sim::SimConfig c;
@@ -104,15 +104,15 @@ TEST_P(GPipeTraining, MlpStepMatchesTheUnpipelinedModule) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(DevicesAndCheckpoints, GPipeTraining,
-                         ::testing::Combine(::testing::Values(std::vector<Device>{kSim0, kSim1},
-                                                              std::vector<Device>{kCpu, kSim0}),
-                                            ::testing::Values("always", "except_last", "never")),
-                         [](const auto& info) {
-                           const auto& devices = std::get<0>(info.param);
-                           return std::string(devices[0].is_cpu() ? "CpuSim0_" : "Sim0Sim1_") +
-                                  std::get<1>(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    DevicesAndCheckpoints, GPipeTraining,
+    ::testing::Combine(::testing::Values(std::vector<Device>{kPipeSim0, kPipeSim1},
+                                         std::vector<Device>{kCpu, kPipeSim0}),
+                       ::testing::Values("always", "except_last", "never")),
+    [](const auto& info) {
+      const auto& devices = std::get<0>(info.param);
+      return std::string(devices[0].is_cpu() ? "CpuSim0_" : "Sim0Sim1_") + std::get<1>(info.param);
+    });
 
 // ResNet-18 (10 classes) as a Sequential of its top-level layers, batch norms in evaluation
 // mode (in training they would normalize per micro-batch, by design, and the gradients would
@@ -156,9 +156,9 @@ TEST(GPipeResNet, ResNet18StepMatchesTheUnpipelinedModule) {
   const Tensor expected_loss = mse_loss(reference->forward(x), target);
   expected_loss.backward();
   nn::Sequential model = resnet18_sequential(seed);
-  GPipe pipe(model, {6, 5}, {kSim0, kSim1}, 2, "except_last");
+  GPipe pipe(model, {6, 5}, {kPipeSim0, kPipeSim1}, 2, "except_last");
   batch_norms_to_eval(model);
-  const Tensor loss = mse_loss(pipe.forward(x.to(kSim0)), target.to(kSim1));
+  const Tensor loss = mse_loss(pipe.forward(x.to(kPipeSim0)), target.to(kPipeSim1));
   loss.backward();
   EXPECT_ALL_CLOSE(loss, expected_loss, 1e-4, 1e-6);
   const auto got = model->named_parameters();
@@ -192,9 +192,9 @@ TEST_F(GPipeTest, RecomputeDrawsTheForwardsDropoutMasks) {
   std::map<std::string, std::vector<Tensor>> grads;
   for (const char* mode : {"never", "always"}) {
     nn::Sequential model = make_mlp(seed, /*dropout=*/0.5);
-    GPipe pipe(model, {4, 6}, {kSim0, kSim1}, 4, mode);
+    GPipe pipe(model, {4, 6}, {kPipeSim0, kPipeSim1}, 4, mode);
     manual_seed(1234);
-    pipe.forward(x.to(kSim0)).pow(2).sum().backward();
+    pipe.forward(x.to(kPipeSim0)).pow(2).sum().backward();
     for (const Tensor& p : model->parameters()) grads[mode].push_back(p.grad().cpu());
   }
   ASSERT_EQ(grads["never"].size(), grads["always"].size());
@@ -224,8 +224,8 @@ TEST_F(GPipeTest, DeferredBatchNormUpdatesRunningStatisticsPerMiniBatch) {
     SCOPED_TRACE(mode);
     manual_seed(7);
     nn::Sequential model = make_convnet();
-    GPipe pipe(model, {2, 3}, {kSim0, kSim1}, 4, mode, /*deferred_batch_norm=*/true);
-    pipe.forward(x.to(kSim0)).sum().backward();
+    GPipe pipe(model, {2, 3}, {kPipeSim0, kPipeSim1}, 4, mode, /*deferred_batch_norm=*/true);
+    pipe.forward(x.to(kPipeSim0)).sum().backward();
     // Both layers (one per partition) count one batch. The first sees the same values as the
     // unpipelined one; the second's input went through micro-batch normalization, so only
     // its count is compared.
@@ -240,8 +240,8 @@ TEST_F(GPipeTest, DeferredBatchNormUpdatesRunningStatisticsPerMiniBatch) {
   // Without deferral each micro-batch updates the statistics: four batches tracked.
   manual_seed(7);
   nn::Sequential plain = make_convnet();
-  GPipe pipe(plain, {2, 3}, {kSim0, kSim1}, 4, "never");
-  pipe.forward(x.to(kSim0)).sum().backward();
+  GPipe pipe(plain, {2, 3}, {kPipeSim0, kPipeSim1}, 4, "never");
+  pipe.forward(x.to(kPipeSim0)).sum().backward();
   EXPECT_EQ(plain->at<nn::BatchNorm2dImpl>(1).num_batches_tracked.cpu().item<int64_t>(), 4);
 }
 
@@ -258,13 +258,13 @@ TEST_F(GPipeTest, ScheduleBackwardOrderAndRecomputeFollowTheRecordedStamps) {
   for (const char* mode : {"except_last", "never"}) {
     SCOPED_TRACE(mode);
     nn::Sequential model = make_mlp(3);
-    GPipe pipe(model, {3, 4}, {kSim0, kSim1}, m, mode);
+    GPipe pipe(model, {3, 4}, {kPipeSim0, kPipeSim1}, m, mode);
     auto tracer = std::make_shared<Tracer>();
     pipe.set_tracer(tracer);
     Generator gen(ferry::testing::test_seed());
-    pipe.forward(randn({8, 6}, kFloat32, &gen).to(kSim0)).sum().backward();
-    ferry::current_stream(kSim0).synchronize();
-    ferry::current_stream(kSim1).synchronize();
+    pipe.forward(randn({8, 6}, kFloat32, &gen).to(kPipeSim0)).sum().backward();
+    ferry::current_stream(kPipeSim0).synchronize();
+    ferry::current_stream(kPipeSim1).synchronize();
     const auto spans = tracer->spans();
     for (const Span& s : spans) {
       ASSERT_GE(s.begin_seq, 0) << static_cast<char>(s.kind) << s.microbatch << s.partition;
@@ -314,18 +314,18 @@ FERRY_MODULE(FailOnSmallBatch);
 TEST_F(GPipeTest, AFailingPartitionIsNamedAndNoThreadIsLeft) {
   nn::Sequential model = make_mlp(5);
   model->push_back(FailOnSmallBatch());
-  GPipe pipe(model, {3, 5}, {kSim0, kSim1}, 4, "except_last");
+  GPipe pipe(model, {3, 5}, {kPipeSim0, kPipeSim1}, 4, "except_last");
   Generator gen(ferry::testing::test_seed());
-  pipe.forward(randn({8, 6}, kFloat32, &gen).to(kSim0)).sum().backward();  // warms every thread
+  pipe.forward(randn({8, 6}, kFloat32, &gen).to(kPipeSim0)).sum().backward();  // warms every thread
   const int threads = thread_count();
   const std::string message = ferry::testing::error_of<PipelineError>([&] {
-    pipe.forward(randn({10, 6}, kFloat32, &gen).to(kSim0));
+    pipe.forward(randn({10, 6}, kFloat32, &gen).to(kPipeSim0));
   });  // last chunk: 1 row
   EXPECT_THAT(message, HasSubstr("GPipe: partition 1 (on sim:1) failed on micro-batch 3"));
   EXPECT_THAT(message, HasSubstr("expected more than 1 row, but got 1"));
   EXPECT_EQ(thread_count(), threads);
   // The pipeline still works afterwards.
-  EXPECT_EQ(pipe.forward(randn({8, 6}, kFloat32, &gen).to(kSim0)).size(0), 8);
+  EXPECT_EQ(pipe.forward(randn({8, 6}, kFloat32, &gen).to(kPipeSim0)).size(0), 8);
 }
 
 TEST_F(GPipeTest, BadArgumentsAreRefusedNamingExpectedAndGiven) {
@@ -333,18 +333,18 @@ TEST_F(GPipeTest, BadArgumentsAreRefusedNamingExpectedAndGiven) {
                  const char* mode) {
     return [=] { GPipe(make_mlp(1), balance, devices, chunks, mode); };
   };
-  EXPECT_THAT(testing::error_of(make({3, 3}, {kSim0, kSim1}, 2, "never")),
+  EXPECT_THAT(testing::error_of(make({3, 3}, {kPipeSim0, kPipeSim1}, 2, "never")),
               HasSubstr("expected balance to sum to the module's 7 layers, but it sums to 6"));
-  EXPECT_THAT(testing::error_of(make({3, 4}, {kSim0}, 2, "never")),
+  EXPECT_THAT(testing::error_of(make({3, 4}, {kPipeSim0}, 2, "never")),
               HasSubstr("expected one device per partition (2 partitions), but got 1 devices"));
-  EXPECT_THAT(testing::error_of(make({7, 0}, {kSim0, kSim1}, 2, "never")),
+  EXPECT_THAT(testing::error_of(make({7, 0}, {kPipeSim0, kPipeSim1}, 2, "never")),
               HasSubstr("but partition 1 has 0"));
-  EXPECT_THAT(testing::error_of(make({3, 4}, {kSim0, kSim1}, 0, "never")),
+  EXPECT_THAT(testing::error_of(make({3, 4}, {kPipeSim0, kPipeSim1}, 0, "never")),
               HasSubstr("expected chunks >= 1, but got 0"));
-  EXPECT_THAT(testing::error_of(make({3, 4}, {kSim0, kSim1}, 2, "sometimes")),
+  EXPECT_THAT(testing::error_of(make({3, 4}, {kPipeSim0, kPipeSim1}, 2, "sometimes")),
               HasSubstr("expected checkpoint \"always\", \"except_last\" or \"never\", but got "
                         "\"sometimes\""));
-  GPipe pipe(make_mlp(1), {3, 4}, {kSim0, kSim1}, 2);
+  GPipe pipe(make_mlp(1), {3, 4}, {kPipeSim0, kPipeSim1}, 2);
   EXPECT_THAT(testing::error_of<DeviceError>([&] {
                 pipe.forward(zeros({4, 6}));
               }),
@@ -357,10 +357,10 @@ TEST_F(GPipeTest, EvaluationWithoutGradRunsNoCheckpointAndGivesTheModulesOutput)
   const Tensor x = randn({6, 6}, kFloat32, &gen);
   nn::Sequential reference = make_mlp(9);
   nn::Sequential model = make_mlp(9);
-  GPipe pipe(model, {2, 5}, {kSim0, kSim1}, 3, "always");
+  GPipe pipe(model, {2, 5}, {kPipeSim0, kPipeSim1}, 3, "always");
   pipe.eval();
   autograd::NoGradGuard no_grad;
-  const Tensor y = pipe.forward(x.to(kSim0));
+  const Tensor y = pipe.forward(x.to(kPipeSim0));
   EXPECT_FALSE(y.requires_grad());
   EXPECT_ALL_CLOSE(y, reference->forward(x), 1e-5, 1e-6);
 }
@@ -369,14 +369,14 @@ TEST_F(GPipeTest, BalanceBySizeAndTimeCoverTheLayers) {
   Generator gen(ferry::testing::test_seed());
   nn::Sequential model = make_mlp(2);
   const Tensor sample = randn({4, 6}, kFloat32, &gen);
-  const auto by_size = balance_by_size(2, model, sample, kSim0);
+  const auto by_size = balance_by_size(2, model, sample, kPipeSim0);
   ASSERT_EQ(by_size.size(), 2u);
   EXPECT_EQ(by_size[0] + by_size[1], 7);
   // Linear(6, 12) + ReLU + ... : the sizes are the outputs plus twice the parameters.
-  const auto sizes = profile_sizes(model, sample, kSim0);
+  const auto sizes = profile_sizes(model, sample, kPipeSim0);
   EXPECT_DOUBLE_EQ(sizes[0], 4 * 12 * 4 + 2.0 * (12 * 6 + 12) * 4);
   EXPECT_DOUBLE_EQ(sizes[1], 4 * 12 * 4);
-  const auto by_time = balance_by_time(3, model, sample, kSim0, 1);
+  const auto by_time = balance_by_time(3, model, sample, kPipeSim0, 1);
   ASSERT_EQ(by_time.size(), 3u);
   EXPECT_EQ(by_time[0] + by_time[1] + by_time[2], 7);
 }

@@ -13,7 +13,7 @@
 namespace ferry::sim {
 namespace {
 
-constexpr int kMaxDevices = 64;
+constexpr int kMaxSimDevices = 64;
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -272,8 +272,9 @@ bool SimConfig::peer_allowed(int device, int peer) const {
 }
 
 void SimConfig::validate() const {
-  FERRY_CHECK_AS(DeviceError, devices >= 0 && devices <= kMaxDevices,
-                 "sim config: expected between 0 and ", kMaxDevices, " devices, but got ", devices);
+  FERRY_CHECK_AS(DeviceError, devices >= 0 && devices <= kMaxSimDevices,
+                 "sim config: expected between 0 and ", kMaxSimDevices, " devices, but got ",
+                 devices);
   FERRY_CHECK_AS(DeviceError, memory >= 4096,
                  "sim config: expected at least 4096 bytes of memory per device, but got ", memory);
   if (peer_mode == PeerMode::kMatrix) {
@@ -343,10 +344,11 @@ SimConfig SimConfig::from_env(const std::function<const char*(const char*)>& get
   if (auto v = get("FERRY_SIM_DEVICES")) {
     int n = -1;
     const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-    FERRY_CHECK_AS(DeviceError,
-                   ec == std::errc() && end == v->data() + v->size() && n >= 0 && n <= kMaxDevices,
-                   "FERRY_SIM_DEVICES: expected a number of devices between 0 and ", kMaxDevices,
-                   ", but got \"", *v, "\"");
+    FERRY_CHECK_AS(
+        DeviceError,
+        ec == std::errc() && end == v->data() + v->size() && n >= 0 && n <= kMaxSimDevices,
+        "FERRY_SIM_DEVICES: expected a number of devices between 0 and ", kMaxSimDevices,
+        ", but got \"", *v, "\"");
     c.devices = n;
   }
   if (auto v = get("FERRY_SIM_MEMORY")) c.memory = parse_memory_size(*v, "FERRY_SIM_MEMORY");

@@ -89,11 +89,11 @@ int64_t right_padding(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, 
   return std::max<int64_t>(0, (out - 1) * s + (k - 1) * d + 1 - in - pad_l);
 }
 
-Tensor activation_in(const Tensor& t) {
+Tensor pool_activation_in(const Tensor& t) {
   const MemoryFormat f = nn::layout_of(t);
   return nn::is_dense_in(t, f) ? t : nn::dense_copy(t, t.dtype(), f);
 }
-nn::OutputStage activation_out(const Tensor& t, ScalarType dtype) {
+nn::OutputStage pool_activation_out(const Tensor& t, ScalarType dtype) {
   const MemoryFormat f = nn::layout_of(t);
   return nn::OutputStage(t, dtype == t.dtype() && nn::is_dense_in(t, f), dtype, f, false);
 }
@@ -111,8 +111,8 @@ std::string describe(const Tensor& src, const Tensor& dst, const OnednnPool& c) 
 // when oneDNN has no kernel for the dtype.
 bool pool_onednn(bool backward, const Tensor& big, const Tensor& small, const OnednnPool& c) {
   const char* name = backward ? "pooling_v2_backward" : "pooling_v2_forward";
-  const Tensor in = backward ? activation_in(small) : activation_in(big);
-  nn::OutputStage out = activation_out(backward ? big : small, big.dtype());
+  const Tensor in = backward ? pool_activation_in(small) : pool_activation_in(big);
+  nn::OutputStage out = pool_activation_out(backward ? big : small, big.dtype());
   const Tensor& big_used = backward ? out.get() : in;
   const Tensor& small_used = backward ? in : out.get();
   const auto big_md = onednn::desc_of(big_used, name), small_md = onednn::desc_of(small_used, name);
@@ -178,7 +178,7 @@ void pool_onednn_or_f32(bool backward, const Tensor& big, const Tensor& small,
   if (pool_onednn(backward, big, small, c)) return;
   const Tensor& in = backward ? small : big;
   const Tensor in32 = nn::dense_copy(in, kFloat32, nn::layout_of(in));
-  nn::OutputStage out32 = activation_out(backward ? big : small, kFloat32);
+  nn::OutputStage out32 = pool_activation_out(backward ? big : small, kFloat32);
   pool_onednn(backward, backward ? out32.get() : in32, backward ? in32 : out32.get(), c);
   out32.finish();
 }

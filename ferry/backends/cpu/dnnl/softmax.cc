@@ -26,11 +26,11 @@ Tensor lanes_in(const Tensor& t, int64_t dim) {
   const Tensor v = lanes_view(t, dim);
   return v.defined() ? v : lanes_view(nn::dense_copy(t, t.dtype()), dim);
 }
-struct Staged {
+struct StagedLanes {
   nn::OutputStage stage;
   Tensor view;
 };
-Staged lanes_out(const Tensor& t, int64_t dim) {
+StagedLanes lanes_out(const Tensor& t, int64_t dim) {
   const Tensor v = lanes_view(t, dim);
   if (v.defined()) return {nn::OutputStage(t, Tensor()), v};
   const Tensor staged = nn::host_empty(t.sizes(), t.dtype());
@@ -53,14 +53,14 @@ std::string describe(const Tensor& x, int64_t dim) {
          std::to_string(dim) + ", dtype " + std::string(scalar_type_name(x.dtype()));
 }
 
-enum class Outcome { kDone, kDtypeUnsupported, kPrefersDense };
+enum class SoftmaxOutcome { kDone, kDtypeUnsupported, kPrefersDense };
 
 bool lanes_dense(const Tensor& v) { return v.is_contiguous() && !v.is_neg() && !v.is_conj(); }
 Tensor dense_lanes(const Tensor& v, ScalarType dtype) { return nn::dense_copy(v, dtype); }
 
 // Forward (x -> y) or backward (dy, y -> dx) over [outer, axis, inner] views of one dtype.
-Outcome softmax_onednn(bool backward, bool log, const Tensor& result, const Tensor& a,
-                       const Tensor& b, bool stage_all, const char* what) {
+SoftmaxOutcome softmax_onednn(bool backward, bool log, const Tensor& result, const Tensor& a,
+                              const Tensor& b, bool stage_all, const char* what) {
   const Tensor a_used = stage_all && !lanes_dense(a) ? dense_lanes(a, a.dtype()) : a;
   const Tensor b_used = b.defined() && stage_all && !lanes_dense(b) ? dense_lanes(b, b.dtype()) : b;
   nn::OutputStage r(result, stage_all && !lanes_dense(result)
@@ -115,8 +115,8 @@ Outcome softmax_onednn(bool backward, bool log, const Tensor& result, const Tens
     }
     return e;
   });
-  if (entry->status == Status::kDtypeUnsupported) return Outcome::kDtypeUnsupported;
-  if (entry->status == Status::kPrefersDense) return Outcome::kPrefersDense;
+  if (entry->status == Status::kDtypeUnsupported) return SoftmaxOutcome::kDtypeUnsupported;
+  if (entry->status == Status::kPrefersDense) return SoftmaxOutcome::kPrefersDense;
   std::unordered_map<int, dnnl::memory> args;
   if (backward) {
     args = {{DNNL_ARG_DIFF_DST, onednn::memory_of(a_md, a_used)},
@@ -132,15 +132,15 @@ Outcome softmax_onednn(bool backward, bool log, const Tensor& result, const Tens
     onednn::rethrow(err, name, what);
   }
   r.finish();
-  return Outcome::kDone;
+  return SoftmaxOutcome::kDone;
 }
 
 void run_softmax(bool backward, bool log, const Tensor& result, const Tensor& a, const Tensor& b,
                  const std::string& what) {
-  Outcome o = softmax_onednn(backward, log, result, a, b, false, what.c_str());
-  if (o == Outcome::kPrefersDense)
+  SoftmaxOutcome o = softmax_onednn(backward, log, result, a, b, false, what.c_str());
+  if (o == SoftmaxOutcome::kPrefersDense)
     o = softmax_onednn(backward, log, result, a, b, true, what.c_str());
-  if (o != Outcome::kDtypeUnsupported) return;
+  if (o != SoftmaxOutcome::kDtypeUnsupported) return;
   nn::OutputStage r32(result, nn::host_empty(result.sizes(), kFloat32));
   softmax_onednn(backward, log, r32.get(), dense_lanes(a, kFloat32),
                  b.defined() ? dense_lanes(b, kFloat32) : b, false, what.c_str());
@@ -167,7 +167,7 @@ void softmax_forward(const Tensor& out, const Tensor& input, int64_t dim, bool l
   const int64_t d = wrap_dim(dim, input.dim(), op);
   if (input.numel() == 0) return;
   const Tensor x = lanes_in(input, d);
-  Staged y = lanes_out(out, d);
+  StagedLanes y = lanes_out(out, d);
   if (input.dtype() == kFloat64) {
     reference::softmax_forward(y.view, x, log);
   } else {
@@ -190,7 +190,7 @@ void softmax_backward(const Tensor& grad_input, const Tensor& grad_out, const Te
   const int64_t d = wrap_dim(dim, output.dim(), op);
   if (output.numel() == 0) return;
   const Tensor dy = lanes_in(grad_out, d), y = lanes_in(output, d);
-  Staged dx = lanes_out(grad_input, d);
+  StagedLanes dx = lanes_out(grad_input, d);
   if (output.dtype() == kFloat64) {
     reference::softmax_backward(dx.view, dy, y, log);
   } else {

@@ -169,7 +169,7 @@ void reduce_typed(const Tensor& out, const Tensor& input, const ReducePlan& p, R
 }
 
 template <typename T>
-constexpr bool is_real_v =
+constexpr bool is_real_non_fp8_v =
     !std::is_same_v<T, std::complex<float>> && !std::is_same_v<T, std::complex<double>> &&
     !std::is_same_v<T, Float8_e4m3fn> && !std::is_same_v<T, Float8_e5m2>;
 
@@ -187,11 +187,11 @@ void reduce(const Tensor& out, const Tensor& input, const std::vector<int64_t>& 
               "reduce: expected a non-empty reduction for amax/argmax, but the reduced dims of ",
               input.sizes(), " hold no elements");
   visit_dtype(input.dtype(), [&]<typename In>() {
-    if constexpr (!is_real_v<In>) {
+    if constexpr (!is_real_non_fp8_v<In>) {
       FERRY_FAIL_AS(DTypeError, "reduce: expected a real dtype, but got ", input.dtype());
     } else {
       visit_dtype(out.dtype(), [&]<typename Out>() {
-        if constexpr (!is_real_v<Out>) {
+        if constexpr (!is_real_non_fp8_v<Out>) {
           FERRY_FAIL_AS(DTypeError, "reduce: expected a real output dtype, but got ", out.dtype());
         } else {
           reduce_typed<In, Out>(out, input, plan, kind);
