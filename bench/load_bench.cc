@@ -26,6 +26,7 @@
 
 #include "ferry/backends/sim/sim.h"
 #include "ferry/core/error.h"
+#include "ferry/core/json_text.h"
 #include "ferry/device/stream.h"
 #include "ferry/memory/pinned_allocator.h"
 #include "ferry/nn/safetensors.h"
@@ -70,15 +71,6 @@ void print_row(std::vector<LoadRow>& rows, const LoadRow& r) {
   std::fflush(stdout);
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 // The table's rows (an indented row, "  (same run)", named after the row above it), then the
 // cold-cache medians (-1: not measured).
 std::string to_json(const std::vector<LoadRow>& rows, double bytes, bool quick,
@@ -92,10 +84,10 @@ std::string to_json(const std::vector<LoadRow>& rows, double bytes, bool quick,
     const bool sub = r.name.rfind("  ", 0) == 0;
     if (!sub) parent = r.name;
     const std::string name = sub ? parent + " " + r.name.substr(2) : r.name;
-    out << "    {\"case\": " << json_string(name) << ", \"ms\": " << r.ms
-        << ", \"gbps\": " << r.bytes / r.ms / 1e6 << ", \"baseline\": " << json_string(r.baseline)
+    out << "    {\"case\": " << json_quoted(name) << ", \"ms\": " << r.ms
+        << ", \"gbps\": " << r.bytes / r.ms / 1e6 << ", \"baseline\": " << json_quoted(r.baseline)
         << ", \"baseline_ms\": " << r.baseline_ms << ", \"ratio\": " << r.ratio
-        << ", \"target\": " << json_string(r.target) << "}" << (i + 1 < rows.size() ? "," : "")
+        << ", \"target\": " << json_quoted(r.target) << "}" << (i + 1 < rows.size() ? "," : "")
         << "\n";
   }
   out << "  ],\n  \"cold\": {\"buffered_ms\": " << cold_ms.first

@@ -18,6 +18,7 @@
 #include "bench/fma_peak.h"
 #include "bench/timing.h"
 #include "ferry/core/error.h"
+#include "ferry/core/json_text.h"
 #include "ferry/ferry.h"
 
 namespace ferry::bench {
@@ -170,22 +171,13 @@ void print_row(FILE* out, const OpsRow& r) {
   std::fflush(out);
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 std::string to_json(const std::vector<OpsRow>& rows, const std::vector<FmaPeak>& peaks,
                     bool torch) {
   std::ostringstream out;
   out << "{\n  \"torch\": " << (torch ? "true" : "false") << ",\n  \"peaks\": [\n";
   for (size_t i = 0; i < peaks.size(); ++i) {
     const FmaPeak& p = peaks[i];
-    out << "    {\"threads\": " << p.threads << ", \"isa\": " << json_string(p.isa)
+    out << "    {\"threads\": " << p.threads << ", \"isa\": " << json_quoted(p.isa)
         << ", \"gflops\": " << p.gflops << ", \"fma_latency_ns\": " << p.latency_ns << "}"
         << (i + 1 < peaks.size() ? "," : "") << "\n";
   }
@@ -194,7 +186,7 @@ std::string to_json(const std::vector<OpsRow>& rows, const std::vector<FmaPeak>&
     const OpsRow& r = rows[i];
     const OpSpec& s = *r.spec;
     const char* unit = s.per_call() ? "ns_per_call" : "ms";
-    out << "    {\"case\": " << json_string(s.name) << ", \"threads\": " << r.threads << ", \""
+    out << "    {\"case\": " << json_quoted(s.name) << ", \"threads\": " << r.threads << ", \""
         << unit << "\": " << r.ferry << ", \"" << unit << "_min\": " << r.ferry_min << ", \""
         << unit << "_max\": " << r.ferry_max;
     if (r.torch >= 0)
@@ -203,7 +195,7 @@ std::string to_json(const std::vector<OpsRow>& rows, const std::vector<FmaPeak>&
     if (s.flops > 0 && r.torch >= 0) out << ", \"torch_gflops\": " << r.torch_gflops;
     if (r.peak > 0)
       out << ", \"peak_gflops\": " << r.peak << ", \"peak_fraction\": " << r.peak_fraction;
-    out << ", \"target\": " << json_string(target_text(s)) << ", \"met\": "
+    out << ", \"target\": " << json_quoted(target_text(s)) << ", \"met\": "
         << (!r.judged ? "null"
             : r.met   ? "true"
                       : "false")

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ferry/core/json_text.h"
 #include "ferry/dispatch/dispatcher.h"
 #include "tools/command.h"
 
@@ -62,35 +63,9 @@ std::string padded(const std::string& s, size_t width) {
   return w < width ? s + std::string(width - w, ' ') : s;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 std::string json_cell(const DispatchCell& c) {
-  std::string out = "{\"kind\": " + json_string(std::string(cell_kind_json(c.kind)));
-  if (!c.name.empty()) out += ", \"name\": " + json_string(c.name);
+  std::string out = "{\"kind\": " + json_quoted(cell_kind_json(c.kind));
+  if (!c.name.empty()) out += ", \"name\": " + json_quoted(c.name);
   return out + "}";
 }
 
@@ -99,26 +74,25 @@ int print_json(const std::vector<OperatorInfo>& ops,
   const auto keys = keys_by_priority();
   std::string out = "{\n  \"keys\": [";
   for (size_t i = 0; i < keys.size(); ++i) {
-    out += (i ? ", " : "") + json_string(std::string(dispatch_key_name(keys[i])));
+    out += (i ? ", " : "") + json_quoted(dispatch_key_name(keys[i]));
   }
   out += "],\n  \"fallbacks\": {";
   bool first = true;
   for (DispatchKey k : keys) {
     const DispatchCell& c = fallbacks[static_cast<size_t>(k)];
     if (c.kind == DispatchCell::Kind::None) continue;
-    out += std::string(first ? "" : ", ") + json_string(std::string(dispatch_key_name(k))) + ": " +
-           json_cell(c);
+    out += std::string(first ? "" : ", ") + json_quoted(dispatch_key_name(k)) + ": " + json_cell(c);
     first = false;
   }
   out += "},\n  \"operators\": [";
   for (size_t i = 0; i < ops.size(); ++i) {
     const OperatorInfo& op = ops[i];
-    out += std::string(i ? "," : "") + "\n    {\"name\": " + json_string(op.name);
-    out += ", \"schema\": " + (op.schema ? json_string(*op.schema) : "null");
-    out += ", \"cpp_signature\": " + (op.cpp_signature ? json_string(*op.cpp_signature) : "null");
+    out += std::string(i ? "," : "") + "\n    {\"name\": " + json_quoted(op.name);
+    out += ", \"schema\": " + (op.schema ? json_quoted(*op.schema) : "null");
+    out += ", \"cpp_signature\": " + (op.cpp_signature ? json_quoted(*op.cpp_signature) : "null");
     out += ", \"cells\": {";
     for (size_t j = 0; j < keys.size(); ++j) {
-      out += (j ? ", " : "") + json_string(std::string(dispatch_key_name(keys[j]))) + ": " +
+      out += (j ? ", " : "") + json_quoted(dispatch_key_name(keys[j])) + ": " +
              json_cell(op.cells[static_cast<size_t>(keys[j])]);
     }
     out += "}}";

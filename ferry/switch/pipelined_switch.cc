@@ -9,6 +9,7 @@
 
 #include "ferry/autograd/grad_mode.h"
 #include "ferry/core/error.h"
+#include "ferry/core/json_text.h"
 #include "ferry/device/guard.h"
 #include "ferry/device/ipc.h"
 #include "ferry/memory/memory_resource.h"
@@ -84,21 +85,12 @@ class HostHandOff {
   std::thread waiter_;
 };
 
-std::string json_escaped(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string SwitchTrace::chrome_trace_json(const std::string& process_name) const {
   std::ostringstream out;
-  out << "[{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\""
-      << json_escaped(process_name) << "\"}}";
+  out << "[{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":"
+      << json_quoted(process_name) << "}}";
   out << ",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":"
          "\"copy stream\"}}";
   out << ",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":2,\"args\":{\"name\":"
@@ -106,8 +98,8 @@ std::string SwitchTrace::chrome_trace_json(const std::string& process_name) cons
   char number[64];
   for (const Span& span : spans) {
     const bool copy = span.stream == "copy";
-    out << ",{\"name\":\"" << json_escaped(span.name) << "\",\"cat\":\""
-        << (copy ? "copy" : "compute") << "\",\"ph\":\"X\",\"pid\":1,\"tid\":" << (copy ? 1 : 2);
+    out << ",{\"name\":" << json_quoted(span.name) << ",\"cat\":\"" << (copy ? "copy" : "compute")
+        << "\",\"ph\":\"X\",\"pid\":1,\"tid\":" << (copy ? 1 : 2);
     std::snprintf(number, sizeof(number), ",\"ts\":%.3f,\"dur\":%.3f}", span.start_s * 1e6,
                   std::max(0.0, span.end_s - span.start_s) * 1e6);
     out << number;
