@@ -12,6 +12,7 @@
 #include "ferry/autograd/grad_mode.h"
 #include "ferry/backends/sim/sim.h"
 #include "ferry/core/error.h"
+#include "ferry/core/json_text.h"
 #include "ferry/device/guard.h"
 #include "ferry/device/stream.h"
 #include "ferry/switch/grouping.h"
@@ -181,13 +182,15 @@ std::string json_of(const std::vector<ModelResult>& results, const SwitchBenchOp
       const bool ready = i == r.variants.size();
       const std::string name = ready ? "ready" : r.variants[i].name;
       const double ms = ready ? r.ready_ms : r.variants[i].median_ms;
-      j << (first ? "" : ",") << "\n{\"case\":\"" << r.model << ": " << name << "\",\"model\":\""
-        << r.model << "\",\"variant\":\"" << name << "\",\"batch\":" << o.batch
-        << ",\"groups\":" << (ready ? 0 : r.variants[i].plan.ends.size()) << ",\"ms\":" << ms
-        << ",\"ready_ms\":" << r.ready_ms << ",\"x_ready\":" << ms / r.ready_ms
-        << ",\"predicted_ms\":" << (ready ? r.ready_ms : r.variants[i].plan.completion_s * 1e3)
-        << ",\"transfer_ms\":" << r.transfer_ms << ",\"bandwidth\":\"" << o.bandwidth
-        << "\",\"compute\":\"" << o.compute << "\",\"cpu\":\"" << cpu_model_name() << "\"}";
+      j << (first ? "" : ",") << "\n{\"case\": " << json_quoted(r.model + ": " + name)
+        << ", \"model\": " << json_quoted(r.model) << ", \"variant\": " << json_quoted(name)
+        << ", \"batch\": " << o.batch
+        << ", \"groups\": " << (ready ? 0 : r.variants[i].plan.ends.size()) << ", \"ms\": " << ms
+        << ", \"ready_ms\": " << r.ready_ms << ", \"x_ready\": " << ms / r.ready_ms
+        << ", \"predicted_ms\": " << (ready ? r.ready_ms : r.variants[i].plan.completion_s * 1e3)
+        << ", \"transfer_ms\": " << r.transfer_ms << ", \"bandwidth\": " << json_quoted(o.bandwidth)
+        << ", \"compute\": " << json_quoted(o.compute)
+        << ", \"cpu\": " << json_quoted(cpu_model_name()) << "}";
       first = false;
     }
   }
@@ -214,6 +217,12 @@ int run_switch_bench(const SwitchBenchOptions& o) {
   std::FILE* out = table_out(o);
   const std::vector<std::string> models =
       o.quick ? std::vector<std::string>{"bert-tiny", "resnet18"} : o.models;
+  for (const std::string& model : models) {
+    const auto& known = switch_::zoo_architectures();
+    if (std::find(known.begin(), known.end(), model) == known.end()) {
+      (void)switch_::make_zoo_model(model);  // raises, naming the known architectures
+    }
+  }
   const int repeat = o.quick ? std::min(o.repeat, 3) : o.repeat;
 
   const sim::SimConfig saved = sim::config();
