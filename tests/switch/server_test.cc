@@ -250,9 +250,9 @@ TEST_F(SwitchServer, ManyConcurrentClients) {
     EXPECT_EQ(f.get(), kRequests);
   }
   // The server counts an answer once it is sent, so the count may trail the clients' last reads.
-  EXPECT_TRUE(eventually(
-      [&] { return server->requests_answered() == uint64_t{kClients * kRequests}; }))
-      << server->requests_answered();
+  EXPECT_TRUE(eventually([&] {
+    return server->requests_answered() == uint64_t{kClients * kRequests};
+  })) << server->requests_answered();
   EXPECT_TRUE(eventually([&] { return server->active_connections() == 0; }));
 }
 
