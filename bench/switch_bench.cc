@@ -82,8 +82,7 @@ ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, in
   switch_::ZooModel model = switch_::make_zoo_model(arch, 0, shape);
   const switch_::ModelImage image(model.layers);
   const Tensor input = model.example_input(device);
-  switch_::SwitchStreams streams{get_stream_from_pool(device), get_stream_from_pool(device)};
-  while (streams.copy == streams.compute) streams.compute = get_stream_from_pool(device);
+  const switch_::SwitchStreams streams = switch_::switch_streams(device);
 
   // Profile with the weights resident (one plain switch puts them there).
   switch_::QueuedSwitch resident =

@@ -108,6 +108,12 @@ std::string SwitchTrace::chrome_trace_json(const std::string& process_name) cons
   return out.str();
 }
 
+SwitchStreams switch_streams(Device device) {
+  SwitchStreams streams{get_stream_from_pool(device), get_stream_from_pool(device)};
+  while (streams.copy == streams.compute) streams.compute = get_stream_from_pool(device);
+  return streams;
+}
+
 QueuedSwitch switch_in(const ModelImage& image, const std::vector<SwitchLayer>& layers,
                        std::span<const size_t> group_ends, const Tensor& input,
                        const SwitchStreams& streams, const SwitchOptions& options) {

@@ -30,6 +30,9 @@ struct SwitchStreams {
   Stream compute;  // runs the layers; the request's input must be ready on it
 };
 
+// Two different streams of `device` from its pool, for a switch (and for measuring one).
+SwitchStreams switch_streams(Device device);
+
 // How the compute side learns that a group has arrived.
 enum class HandOff {
   kDeviceWait,  // ferry: the compute stream waits for the group's event on the device

@@ -14,6 +14,7 @@
 #include "ferry/device/ipc.h"
 #include "ferry/device/stream.h"
 #include "ferry/ops/factories.h"
+#include "ferry/switch/pipelined_switch.h"
 
 namespace ferry::switch_ {
 namespace {
@@ -64,9 +65,9 @@ LinkProfile measure_link(Device device, int repeats) {
   DeviceGuard device_guard(device);
   constexpr size_t kSmall = 512;
   constexpr size_t kLarge = size_t{64} << 20;
-  const Stream copy_stream = get_stream_from_pool(device);
-  Stream compute_stream = get_stream_from_pool(device);
-  while (compute_stream == copy_stream) compute_stream = get_stream_from_pool(device);
+  const SwitchStreams streams = switch_streams(device);
+  const Stream& copy_stream = streams.copy;
+  const Stream& compute_stream = streams.compute;
 
   const Tensor host_small = bytes_on(kSmall, Device(kCPU), true).fill_(1);
   const Tensor host_large = bytes_on(kLarge, Device(kCPU), true).fill_(1);

@@ -26,12 +26,6 @@ namespace {
 
 const Device kSim0("sim:0");
 
-SwitchStreams two_streams(Device device) {
-  SwitchStreams streams{get_stream_from_pool(device), get_stream_from_pool(device)};
-  while (streams.copy == streams.compute) streams.compute = get_stream_from_pool(device);
-  return streams;
-}
-
 // The same model (same seed) moved with Module::to and run on the device.
 Tensor reference_output(const std::string& arch, uint64_t seed, ZooInputShape shape,
                         const Tensor& input) {
@@ -103,7 +97,7 @@ TEST_F(PipelinedSwitch, OutputEqualsTheResidentModelForEveryGrouping) {
   const Tensor input = model.example_input(kSim0, seed);
   const Tensor expected = reference_output("resnet18", seed, shape, input);
   const ModelImage image(model.layers);
-  const SwitchStreams streams = two_streams(kSim0);
+  const SwitchStreams streams = switch_streams(kSim0);
   const size_t n = model.layers.size();
   std::vector<std::vector<size_t>> groupings = {{n}, {}, random_grouping(rng, n)};
   for (size_t i = 1; i <= n; ++i) groupings[1].push_back(i);
@@ -140,7 +134,7 @@ TEST_F(PipelinedSwitch, SlowLinkWithChaosReturnsAtOnceAndStillComputesRight) {
   slow.chaos_max_delay = std::chrono::microseconds(300);
   sim::configure(slow);
 
-  const SwitchStreams streams = two_streams(kSim0);
+  const SwitchStreams streams = switch_streams(kSim0);
   const std::vector<size_t> per_layer = {1, 2, 3, 4};
   QueuedSwitch queued = switch_in(image, model.layers, per_layer, input, streams);
   EXPECT_FALSE(streams.copy.query()) << "switch_in waited for the copies on the host";
@@ -151,7 +145,7 @@ TEST_F(PipelinedSwitch, SlowLinkWithChaosReturnsAtOnceAndStillComputesRight) {
 TEST_F(PipelinedSwitch, BadStreamsAndInputsAreRefused) {
   ZooModel model = make_zoo_model("bert-tiny", 0, {1, 224, 8});
   const ModelImage image(model.layers);
-  const SwitchStreams streams = two_streams(kSim0);
+  const SwitchStreams streams = switch_streams(kSim0);
   const Tensor input = model.example_input(kSim0);
   const std::vector<size_t> one_group = {model.layers.size()};
   EXPECT_THROW(switch_in(image, model.layers, one_group, input, {streams.copy, streams.copy}),
