@@ -8,7 +8,15 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:?usage: scripts/build.sh <build-dir> [cmake args...]}
 shift
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+# Ninja for a new build directory when it is installed: it schedules every target's compiles as
+# one graph (a test suite's files compile while the library's last batch does; Make waits for
+# the whole library), which shortens a two-core build's tail. A directory configured earlier
+# keeps its generator (CMake cannot switch one).
+generator=()
+if [[ ! -f "$build/CMakeCache.txt" ]] && command -v ninja >/dev/null; then
+  generator=(-G Ninja)
+fi
+cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 target=()
 if [[ -n "${FERRY_BUILD_TARGET:-}" ]]; then
   read -r -a names <<<"$FERRY_BUILD_TARGET"

@@ -13,9 +13,9 @@ set -euo pipefail
 # libdnnl-dev's CMake config looks for OpenCL (Debian builds oneDNN with its OpenCL GPU runtime)
 # but the package does not depend on OpenCL's headers: ocl-icd-opencl-dev brings them.
 # nlohmann-json3-dev parses safetensors headers (ferry/nn); libtomlplusplus-dev parses
-# `ferry serve`'s models.toml (ferry/switch).
-packages=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev libcli11-dev
-          libdnnl-dev ocl-icd-opencl-dev clang-format libdlpack-dev nlohmann-json3-dev
+# `ferry serve`'s models.toml (ferry/switch). ninja-build: scripts/build.sh prefers Ninja.
+packages=(cmake g++ make ninja-build libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev
+          libcli11-dev libdnnl-dev ocl-icd-opencl-dev clang-format libdlpack-dev nlohmann-json3-dev
           libtomlplusplus-dev
           python3 python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest
           python3-matplotlib python3-venv)
