@@ -2,6 +2,8 @@
 streams and processes. The API follows PyTorch's names; DLPack exchange with torch, numpy and
 other array libraries is zero-copy both ways. See docs/python.md."""
 
+import atexit as _atexit
+
 from ferry import _C
 from ferry._C import *  # noqa: F401,F403  (the bound classes and functions)
 from ferry._C import (  # noqa: F401  (names `import *` leaves out or that read better here)
@@ -9,9 +11,25 @@ from ferry._C import (  # noqa: F401  (names `import *` leaves out or that read 
     Error, ShapeError, DTypeError, DeviceError, IndexError, OutOfMemoryError,
     NotImplementedError, DLPackError,
 )
-from ferry import memory, sim  # noqa: F401
+from ferry import autograd, memory, nn, pipeline, safetensors, sim  # noqa: F401
+from ferry.autograd import enable_grad, no_grad, set_grad_enabled  # noqa: F401
 
 __version__ = _C.__version__
+
+
+def _finish_queued_work():
+    """Waits at interpreter exit for the work still queued on device streams. Without it a sim
+    stream's worker thread could still be running a queued kernel (oneDNN, say) while the
+    process's exit handlers destroy the libraries that kernel uses."""
+    for d in _C.devices():
+        if d.type != "cpu":
+            try:
+                _C.synchronize(d)
+            except _C.Error:
+                pass  # a failed host function was the program's to handle; exit anyway
+
+
+_atexit.register(_finish_queued_work)
 
 # Each C++ area's bindings live in python/src/<area>.cc; names added there appear here through
 # the `import *` above unless they start with an underscore.

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "ferry/core/device.h"
 #include "ferry/core/scalar.h"
@@ -31,6 +32,10 @@ void bind_factories(py::module_& m);
 void bind_numpy(py::module_& m, py::class_<Tensor>& tensor);
 void bind_memory(py::module_& m);
 void bind_dlpack(py::module_& m, py::class_<Tensor>& tensor);
+void bind_ops(py::module_& m, py::class_<Tensor>& tensor);
+void bind_autograd(py::module_& m, py::class_<Tensor>& tensor);
+void bind_nn(py::module_& m);
+void bind_pipeline(py::module_& m);  // also ferry.safetensors
 
 // The Python object standing for a dtype (one per dtype, so `t.dtype is ferry.float32`).
 struct DType {
@@ -53,6 +58,8 @@ std::optional<Device> device_from_python(py::handle src);
 // A Python bool, int, float or complex (or anything with __index__ / __float__ / __complex__) as
 // a Scalar; raises TypeError naming the type otherwise.
 Scalar scalar_from_python(py::handle value);
+// torch's `int or tuple` arguments (kernel_size=3 or (3, 3)) as a list; ops.cc.
+std::vector<int64_t> int_or_ints(py::handle value);
 // Sizes given as f(2, 3), f((2, 3)) or f([2, 3]).
 DimVector sizes_from_args(const py::args& args, const char* what);
 // A CPU tensor holding `data` (a scalar, nested sequences, or anything numpy.asarray takes),

@@ -12,7 +12,9 @@ PYBIND11_MODULE(_C, m) {
   fp::bind_dtype(m);
   fp::bind_device(m);
   fp::bind_stream(m);
-  fp::bind_tensor(m);  // also binds indexing, numpy and DLPack onto the Tensor class
+  fp::bind_tensor(m);  // also binds indexing, numpy, DLPack, the operators and autograd onto it
   fp::bind_factories(m);
   fp::bind_memory(m);
+  fp::bind_nn(m);
+  fp::bind_pipeline(m);  // and ferry.safetensors
 }

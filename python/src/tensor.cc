@@ -298,6 +298,8 @@ void bind_tensor(py::module_& m) {
   bind_indexing(t);
   bind_numpy(m, t);
   bind_dlpack(m, t);
+  bind_ops(m, t);
+  bind_autograd(m, t);
 }
 
 }  // namespace ferry::python
