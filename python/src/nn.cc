@@ -321,48 +321,40 @@ void bind_models(py::module_ models) {
            py::arg("token_type_ids") = py::none())
       .def("__call__", forward, py::arg("input_ids"), py::arg("attention_mask") = py::none(),
            py::arg("token_type_ids") = py::none());
+  using nn::models::BertConfig;
+  py::class_<BertConfig>(models, "BertConfig", "BERT's sizes and options (Hugging Face's names).")
+      .def(py::init<>())
+      .def_readwrite("vocab_size", &BertConfig::vocab_size)
+      .def_readwrite("hidden_size", &BertConfig::hidden_size)
+      .def_readwrite("num_hidden_layers", &BertConfig::num_hidden_layers)
+      .def_readwrite("num_attention_heads", &BertConfig::num_attention_heads)
+      .def_readwrite("intermediate_size", &BertConfig::intermediate_size)
+      .def_readwrite("hidden_act", &BertConfig::hidden_act)
+      .def_readwrite("hidden_dropout_prob", &BertConfig::hidden_dropout_prob)
+      .def_readwrite("attention_probs_dropout_prob", &BertConfig::attention_probs_dropout_prob)
+      .def_readwrite("max_position_embeddings", &BertConfig::max_position_embeddings)
+      .def_readwrite("type_vocab_size", &BertConfig::type_vocab_size)
+      .def_readwrite("initializer_range", &BertConfig::initializer_range)
+      .def_readwrite("layer_norm_eps", &BertConfig::layer_norm_eps)
+      .def_readwrite("pad_token_id", &BertConfig::pad_token_id)
+      .def_readwrite("add_pooling_layer", &BertConfig::add_pooling_layer);
   models.def(
       "bert",
-      [](const py::kwargs& kwargs) {
-        nn::models::BertConfig c;
+      [](std::optional<BertConfig> config, const py::kwargs& kwargs) {
+        py::object c = py::cast(config.value_or(BertConfig{}));
         for (auto item : kwargs) {
           const auto key = item.first.cast<std::string>();
-          const py::handle v = item.second;
-          if (key == "vocab_size")
-            c.vocab_size = v.cast<int64_t>();
-          else if (key == "hidden_size")
-            c.hidden_size = v.cast<int64_t>();
-          else if (key == "num_hidden_layers")
-            c.num_hidden_layers = v.cast<int64_t>();
-          else if (key == "num_attention_heads")
-            c.num_attention_heads = v.cast<int64_t>();
-          else if (key == "intermediate_size")
-            c.intermediate_size = v.cast<int64_t>();
-          else if (key == "hidden_act")
-            c.hidden_act = v.cast<std::string>();
-          else if (key == "hidden_dropout_prob")
-            c.hidden_dropout_prob = v.cast<double>();
-          else if (key == "attention_probs_dropout_prob")
-            c.attention_probs_dropout_prob = v.cast<double>();
-          else if (key == "max_position_embeddings")
-            c.max_position_embeddings = v.cast<int64_t>();
-          else if (key == "type_vocab_size")
-            c.type_vocab_size = v.cast<int64_t>();
-          else if (key == "initializer_range")
-            c.initializer_range = v.cast<double>();
-          else if (key == "layer_norm_eps")
-            c.layer_norm_eps = v.cast<double>();
-          else if (key == "pad_token_id")
-            c.pad_token_id = v.cast<int64_t>();
-          else if (key == "add_pooling_layer")
-            c.add_pooling_layer = v.cast<bool>();
-          else
+          if (key.starts_with("_") || !py::hasattr(c, key.c_str())) {
             throw py::type_error("bert(): unexpected keyword argument '" + key + "'");
+          }
+          py::setattr(c, key.c_str(), item.second);
         }
+        const BertConfig resolved = c.cast<BertConfig>();
         py::gil_scoped_release release;
-        return nn::models::bert(c).ptr();
+        return nn::models::bert(resolved).ptr();
       },
-      "BERT-base by default; keyword arguments are BertConfig's fields (Hugging Face's names).");
+      py::arg("config") = py::none(),
+      "BERT-base by default; a BertConfig, and keyword arguments setting its fields.");
 }
 
 void bind_functional(py::module_ f) {

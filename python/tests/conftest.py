@@ -3,10 +3,30 @@ PYTHONPATH pointing at the build tree's python/ directory). torch is optional: i
 unless FERRY_REQUIRE_TORCH=1 (CI), which turns a missing torch into a failure."""
 
 import os
+import random
 
+import numpy as np
 import pytest
 
 import ferry
+
+# One seed per run for the random inputs (the `seed` and `rng` fixtures), printed in pytest's
+# header; FERRY_TEST_SEED replays a run.
+SEED = int(os.environ.get("FERRY_TEST_SEED", random.randrange(1 << 30)))
+
+
+def pytest_report_header(config):
+    return "ferry python tests: seed %d (replay with FERRY_TEST_SEED=%d)" % (SEED, SEED)
+
+
+@pytest.fixture
+def seed():
+    return SEED
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(SEED)
 
 
 @pytest.fixture(scope="session")

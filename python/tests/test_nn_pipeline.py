@@ -1,10 +1,7 @@
 """ferry.nn, ferry.safetensors and ferry.pipeline from Python: ResNet-18 against torchvision with
 the same weights, state dicts and their strict errors, moves to the sim device, Sequential
 sharing its layers, safetensors round trips, BERT's outputs, and GPipe giving the unpipelined
-module's outputs and gradients. The seed is printed (FERRY_TEST_SEED replays it)."""
-
-import os
-import random
+module's outputs and gradients. The seed is in pytest's header (FERRY_TEST_SEED replays it)."""
 
 import numpy as np
 import pytest
@@ -13,18 +10,11 @@ import ferry
 import ferry.nn.functional as F
 from ferry import nn
 
-SEED = int(os.environ.get("FERRY_TEST_SEED", random.randrange(1 << 30)))
-print("ferry python tests: seed %d (replay with FERRY_TEST_SEED=%d)" % (SEED, SEED))
 
+def test_resnet18_matches_torchvision_with_the_same_weights(torch, rng, seed):
+    import torchvision  # installed with torch by scripts/install-deps.sh --torch
 
-@pytest.fixture
-def rng():
-    return np.random.default_rng(SEED)
-
-
-def test_resnet18_matches_torchvision_with_the_same_weights(torch, rng):
-    torchvision = pytest.importorskip("torchvision")
-    model = nn.models.resnet18(num_classes=10, seed=SEED % 1000).eval()
+    model = nn.models.resnet18(num_classes=10, seed=seed % 1000).eval()
     reference = torchvision.models.resnet18(num_classes=10).eval()
     state = {k: torch.from_numpy(v.numpy().copy()) for k, v in model.state_dict().items()}
     reference.load_state_dict(state)  # strict: the names are torchvision's

@@ -1,23 +1,12 @@
 """ferry's operators and autograd from Python, against torch on random inputs: elementwise math
 with broadcasting and type promotion (tensor or number on either side), comparisons, reductions,
 softmax, matmul, cat/stack/split, and the gradients of a small network; grad mode contexts.
-The seed is printed (FERRY_TEST_SEED replays it)."""
-
-import os
-import random
+The seed is in pytest's header (FERRY_TEST_SEED replays it)."""
 
 import numpy as np
 import pytest
 
 import ferry
-
-SEED = int(os.environ.get("FERRY_TEST_SEED", random.randrange(1 << 30)))
-print("ferry python tests: seed %d (replay with FERRY_TEST_SEED=%d)" % (SEED, SEED))
-
-
-@pytest.fixture
-def rng():
-    return np.random.default_rng(SEED)
 
 
 def both(torch, array):
