@@ -114,14 +114,15 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(devices[0].is_cpu() ? "CpuSim0_" : "Sim0Sim1_") + std::get<1>(info.param);
     });
 
-// ResNet-18 (10 classes) as a Sequential of its top-level layers, batch norms in evaluation
+// A ResNet (10 classes) as a Sequential of its top-level layers, batch norms in evaluation
 // mode (in training they would normalize per micro-batch, by design, and the gradients would
 // differ from the unpipelined module's).
-nn::Sequential resnet18_sequential(uint64_t seed) {
+nn::Sequential resnet_sequential(const std::string& arch, uint64_t seed) {
   nn::models::ResNetOptions options;
   options.num_classes = 10;
   options.seed = seed;
-  nn::models::ResNet net = nn::models::resnet18(options);
+  nn::models::ResNet net =
+      arch == "resnet50" ? nn::models::resnet50(options) : nn::models::resnet18(options);
   nn::Sequential s;
   s->push_back(net->conv1);
   s->push_back(net->bn1);
@@ -143,22 +144,30 @@ void batch_norms_to_eval(const nn::Sequential& s) {
   });
 }
 
-TEST(GPipeResNet, ResNet18StepMatchesTheUnpipelinedModule) {
+// (architecture, first partition's device, checkpoint mode).
+using ResNetCase = std::tuple<std::string, Device, std::string>;
+class GPipeResNet : public ::testing::TestWithParam<ResNetCase> {};
+
+// A training step through the pipeline (chunks 2: 2 and 1 images) gives the unpipelined module's
+// loss and gradients, with chaos on.
+TEST_P(GPipeResNet, StepMatchesTheUnpipelinedModule) {
+  const auto& [arch, first, mode] = GetParam();
   if (device_count(DeviceType::Sim) < 2) GTEST_SKIP() << "needs 2 sim devices";
   configure_chaos();
   SCOPED_TRACE(ferry::testing::seed_trace());
   const uint64_t seed = ferry::testing::test_seed();
   Generator gen(seed);
-  const Tensor x = randn({3, 3, 32, 32}, kFloat32, &gen);  // chunks 2: 2 and 1 images
+  const Tensor x = randn({3, 3, 32, 32}, kFloat32, &gen);
   const Tensor target = randn({3, 10}, kFloat32, &gen);
-  nn::Sequential reference = resnet18_sequential(seed);
+  nn::Sequential reference = resnet_sequential(arch, seed);
   batch_norms_to_eval(reference);
   const Tensor expected_loss = mse_loss(reference->forward(x), target);
   expected_loss.backward();
-  nn::Sequential model = resnet18_sequential(seed);
-  GPipe pipe(model, {6, 5}, {kPipeSim0, kPipeSim1}, 2, "except_last");
+  nn::Sequential model = resnet_sequential(arch, seed);
+  const Device last = first.is_cpu() ? kPipeSim0 : kPipeSim1;
+  GPipe pipe(model, {6, 5}, {first, last}, 2, mode);
   batch_norms_to_eval(model);
-  const Tensor loss = mse_loss(pipe.forward(x.to(kPipeSim0)), target.to(kPipeSim1));
+  const Tensor loss = mse_loss(pipe.forward(x.to(first)), target.to(last));
   loss.backward();
   EXPECT_ALL_CLOSE(loss, expected_loss, 1e-4, 1e-6);
   const auto got = model->named_parameters();
@@ -171,6 +180,18 @@ TEST(GPipeResNet, ResNet18StepMatchesTheUnpipelinedModule) {
   }
   sim::configure(sim::SimConfig{});
 }
+
+INSTANTIATE_TEST_SUITE_P(Steps, GPipeResNet,
+                         ::testing::Values(ResNetCase{"resnet18", kPipeSim0, "except_last"},
+                                           ResNetCase{"resnet50", kPipeSim0, "always"},
+                                           ResNetCase{"resnet50", kPipeSim0, "except_last"},
+                                           ResNetCase{"resnet50", kPipeSim0, "never"},
+                                           ResNetCase{"resnet50", kCpu, "except_last"}),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) +
+                                  (std::get<1>(info.param).is_cpu() ? "_CpuSim0_" : "_Sim0Sim1_") +
+                                  std::get<2>(info.param);
+                         });
 
 class GPipeTest : public ::testing::Test {
  protected:
