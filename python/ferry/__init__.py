@@ -9,9 +9,9 @@ from ferry._C import *  # noqa: F401,F403  (the bound classes and functions)
 from ferry._C import (  # noqa: F401  (names `import *` leaves out or that read better here)
     Tensor, Stream, Event, device, dtype, from_dlpack, to_dlpack, DLPACK_VERSION,
     Error, ShapeError, DTypeError, DeviceError, IndexError, OutOfMemoryError,
-    NotImplementedError, DLPackError,
+    NotImplementedError, DLPackError, SwitchError,
 )
-from ferry import autograd, memory, nn, pipeline, safetensors, sim  # noqa: F401
+from ferry import autograd, memory, nn, pipeline, safetensors, sim, switch  # noqa: F401
 from ferry.autograd import enable_grad, no_grad, set_grad_enabled  # noqa: F401
 
 __version__ = _C.__version__

@@ -36,6 +36,7 @@ void bind_ops(py::module_& m, py::class_<Tensor>& tensor);
 void bind_autograd(py::module_& m, py::class_<Tensor>& tensor);
 void bind_nn(py::module_& m);
 void bind_pipeline(py::module_& m);  // also ferry.safetensors
+void bind_switch(py::module_& m);
 
 // The Python object standing for a dtype (one per dtype, so `t.dtype is ferry.float32`).
 struct DType {

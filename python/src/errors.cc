@@ -8,6 +8,7 @@
 #include "bindings.h"
 #include "ferry/core/error.h"
 #include "ferry/interop/dlpack.h"
+#include "ferry/switch/types.h"
 
 namespace ferry::python {
 namespace {
@@ -21,6 +22,7 @@ struct Classes {
   PyObject* oom = nullptr;
   PyObject* not_implemented = nullptr;
   PyObject* dlpack = nullptr;
+  PyObject* switch_error = nullptr;
 };
 
 // Created once and never freed: the translator may run until the interpreter exits.
@@ -60,6 +62,9 @@ void bind_errors(py::module_& m) {
                                  "A combination ferry does not support (yet).");
   c.dlpack = make_class(m, "DLPackError", c.error, PyExc_BufferError,
                         "A tensor that cannot be exchanged through DLPack as asked.");
+  c.switch_error = make_class(m, "SwitchError", c.error, nullptr,
+                              "A ferry serve request that failed; `code` names why "
+                              "('unknown_model', 'bad_input', 'busy', ...).");
 
   py::register_exception_translator([](std::exception_ptr p) {
     const Classes& k = classes();
@@ -67,6 +72,19 @@ void bind_errors(py::module_& m) {
       if (p) std::rethrow_exception(p);
     } catch (const DLPackError& e) {
       PyErr_SetString(k.dlpack, e.what());
+    } catch (const switch_::SwitchError& e) {
+      // An instance with the server's error code as `code`.
+      PyObject* error = PyObject_CallFunction(k.switch_error, "s", e.what());
+      if (error == nullptr) return;  // the call's own exception stays set
+      PyObject* code = PyUnicode_FromString(switch_::error_code_name(e.code()).c_str());
+      if (code == nullptr || PyObject_SetAttrString(error, "code", code) != 0) {
+        Py_XDECREF(code);
+        Py_DECREF(error);
+        return;
+      }
+      Py_DECREF(code);
+      PyErr_SetObject(k.switch_error, error);
+      Py_DECREF(error);
     } catch (const ShapeError& e) {
       PyErr_SetString(k.shape, e.what());
     } catch (const DTypeError& e) {

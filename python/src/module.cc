@@ -17,4 +17,5 @@ PYBIND11_MODULE(_C, m) {
   fp::bind_memory(m);
   fp::bind_nn(m);
   fp::bind_pipeline(m);  // and ferry.safetensors
+  fp::bind_switch(m);
 }
