@@ -167,6 +167,7 @@ TEST_F(FixedRangeTest, RandomSequencesMatchAModel) {
     ASSERT_EQ(r.stats().allocation.current, static_cast<int64_t>(live.size()));
   }
   for (const auto& [p, l] : live) r.deallocate(p, l.requested, l.stream);
+  EXPECT_GT(r.stats().num_ooms, 0) << "the sequence never filled the range";
 }
 
 }  // namespace
