@@ -18,6 +18,7 @@ void FixedRangeResource::insert_events(Block* block) {
   uses.swap(block->uses);
   for (const Stream& s : uses) {
     const RawEvent event = detail::record_use(s);
+    if (event == nullptr) ++num_event_record_failures_;
     auto q = std::find_if(pending_.begin(), pending_.end(),
                           [&](const PendingQueue& p) { return p.stream == s; });
     if (q == pending_.end()) q = pending_.insert(pending_.end(), PendingQueue{s, {}});

@@ -319,6 +319,7 @@ FixedRangeStats FixedRangeResource::stats() const {
     s.largest_free_block = std::max(s.largest_free_block, b->size);
   }
   s.num_ooms = num_ooms_;
+  s.num_event_record_failures = num_event_record_failures_;
   return s;
 }
 

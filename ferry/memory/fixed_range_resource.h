@@ -36,6 +36,9 @@ struct FixedRangeStats {
   size_t free_bytes = 0;  // in free blocks (reusable now or after a stream synchronization)
   size_t largest_free_block = 0;
   int64_t num_ooms = 0;  // OutOfMemoryErrors raised
+  // Events that could not be recorded when a record_stream'ed block was freed; the block then
+  // waited for the whole stream instead (as in the caching allocator's Stats).
+  int64_t num_event_record_failures = 0;
 };
 
 // Stream ordering over one range. A free block either is idle (no queued work uses it) or
@@ -165,6 +168,7 @@ class FixedRangeResource final : public MemoryResource {
   Stat allocated_bytes_;
   Stat active_bytes_;
   int64_t num_ooms_ = 0;
+  int64_t num_event_record_failures_ = 0;
   bool closed_ = false;
 };
 

@@ -11,6 +11,7 @@
 #include "ferry/device/guard.h"
 #include "ferry/ferry.h"
 #include "ferry/memory/caching_allocator.h"
+#include "ferry/memory/fixed_range_resource.h"
 #include "ferry/memory/memory_resource.h"
 #include "ferry/memory/pinned_allocator.h"
 #include "ferry/memory/shared_region.h"
@@ -166,6 +167,10 @@ TEST_F(FailingSubRegionTest, DropFinishesOnceTheStreamIsDone) {
   StreamGate gate(side);
   free_with_failed_record(sim.get(), side);
   ASSERT_EQ(sim->failed_records(), 1);
+  EXPECT_EQ(dynamic_cast<memory::FixedRangeResource&>(*pool_->resource())
+                .stats()
+                .num_event_record_failures,
+            1);
   {
     DelayedOpener opener(gate);
     memory::drop_sub_region(kSim0, "r", "params");
