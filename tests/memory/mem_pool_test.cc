@@ -7,7 +7,9 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <random>
 #include <thread>
+#include <vector>
 
 #include "ferry/device/guard.h"
 #include "ferry/ferry.h"
@@ -15,6 +17,7 @@
 #include "ferry/memory/fixed_range_resource.h"
 #include "ferry/memory/mem_pool.h"
 #include "tests/memory/memory_fixture.h"
+#include "tests/support/random.h"
 
 namespace ferry::testing {
 namespace {
@@ -164,6 +167,40 @@ TEST_F(MemPoolTest, AnUpstreamRangeWaitsForEveryStreamBeforeGoingBack) {
   gate.open_and_wait();
   range_stream.synchronize();
   EXPECT_EQ(device_bytes(4 * kMiB).data_ptr(), range_base);
+}
+
+// Threads that share one pool, each on its own pool stream, allocate and free concurrently; some
+// tensors are freed by another thread. The range stays consistent and ends empty.
+TEST_F(MemPoolTest, ThreadsShareAPool) {
+  SCOPED_TRACE(seed_trace());
+  const uint64_t seed = test_seed();
+  auto shared = range("shared");
+  const MemPool pool(shared);
+  constexpr int kThreads = 4;
+  std::vector<std::vector<Tensor>> handed_over(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      std::mt19937_64 rng(seed + static_cast<uint64_t>(i));
+      StreamGuard stream(Stream(kSim0, static_cast<StreamId>(1 + i)));
+      UseMemPool use(pool);
+      std::vector<Tensor> live;
+      for (int step = 0; step < 400; ++step) {
+        if (live.size() < 8 && rng() % 2 == 0) {
+          live.push_back(device_bytes(1 + rng() % (64 * 1024)));
+          EXPECT_TRUE(inside_range(live.back(), *shared));
+        } else if (!live.empty()) {
+          live.erase(live.begin() + static_cast<std::ptrdiff_t>(rng() % live.size()));
+        }
+      }
+      handed_over[static_cast<size_t>(i)] = std::move(live);  // freed by the main thread
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  handed_over.clear();
+  EXPECT_EQ(shared->stats().allocation.current, 0);
+  EXPECT_EQ(shared->stats().num_ooms, 0);
+  shared->check_invariants();
 }
 
 TEST_F(MemPoolTest, RejectsBadPoolsAndRanges) {
