@@ -43,6 +43,8 @@
 #include "ferry/iter/tensor_iterator.h"
 #include "ferry/memory/alloc_config.h"
 #include "ferry/memory/caching_allocator.h"
+#include "ferry/memory/fixed_range_resource.h"
+#include "ferry/memory/mem_pool.h"
 #include "ferry/memory/memory_resource.h"
 #include "ferry/memory/pinned_allocator.h"
 #include "ferry/memory/shared_region.h"

@@ -2,9 +2,13 @@
 // goes to the device's DeviceAllocator (device_allocator.h), picked by the stream or device.
 #include "ferry/memory/caching_allocator.h"
 
+#include <algorithm>
+#include <functional>
+
 #include "ferry/core/error.h"
 #include "ferry/device/runtime.h"
 #include "ferry/memory/device_allocator.h"
+#include "ferry/memory/shared_region.h"
 
 namespace ferry::memory {
 
@@ -71,11 +75,22 @@ std::optional<double> CachingAllocator::memory_fraction(Device device) const {
 }
 
 Snapshot CachingAllocator::snapshot(Device device) const {
-  return detail::device_allocator(detail::resolve_device(device, "snapshot")).snapshot();
+  const Device d = detail::resolve_device(device, "snapshot");
+  Snapshot snap = detail::device_allocator(d).snapshot();
+  // Sub-regions are resources of their own; the snapshot shows them beside the segments.
+  for (SegmentInfo& seg : detail::shared_region_segments(d))
+    snap.segments.push_back(std::move(seg));
+  std::sort(snap.segments.begin(), snap.segments.end(),
+            [](const SegmentInfo& a, const SegmentInfo& b) {
+              return std::less<void*>()(a.address, b.address);
+            });
+  return snap;
 }
 
 void CachingAllocator::check_invariants(Device device) const {
-  detail::device_allocator(detail::resolve_device(device, "check_invariants")).check_invariants();
+  const Device d = detail::resolve_device(device, "check_invariants");
+  detail::device_allocator(d).check_invariants();
+  detail::check_shared_region_invariants(d);
 }
 
 MemoryResource* caching_allocator() { return &CachingAllocator::instance(); }

@@ -51,17 +51,20 @@ class CachingAllocator final : public MemoryResource {
   void reset_peak_stats(Device device);
   void reset_accumulated_stats(Device device);
   // Waits for pending events, then returns every cached segment that is entirely free to the
-  // backend. Allocated blocks and shared regions are untouched.
+  // backend. Allocated blocks and shared regions (and their sub-regions) are untouched.
   void empty_cache(Device device);
   // Caps the memory this allocator reserves on `device` at fraction * total (0 < fraction <= 1).
   void set_memory_fraction(double fraction, Device device);
   // The cap set for `device`, if any.
   std::optional<double> memory_fraction(Device device) const;
+  // The allocator's segments and, beside them, one segment per shared sub-region of the device
+  // (shared_region.h), in address order.
   Snapshot snapshot(Device device) const;
   // Raises ferry::Error describing the first violated invariant: blocks tile their segments
   // exactly (so no two blocks overlap), free neighbours are merged, the pools hold exactly the
   // free blocks, the allocated table exactly the allocated ones, pending blocks have events, and
-  // the stats add up to what the blocks say.
+  // the stats add up to what the blocks say; the same for every shared sub-region of the device,
+  // and shared_bytes equals the sub-regions' total size.
   void check_invariants(Device device) const;
 
  private:

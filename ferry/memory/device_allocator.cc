@@ -1,8 +1,7 @@
 // One device's caching allocator: allocation (best fit on the stream, split), free (merge),
 // segments from the backend with retries and garbage collection, the out-of-memory error,
 // empty_cache and the memory fraction. record_stream's events are in device_allocator_events.cc,
-// snapshots and invariant checks in device_allocator_debug.cc, shared regions in
-// shared_region.cc.
+// snapshots and invariant checks in device_allocator_debug.cc.
 #include "ferry/memory/device_allocator.h"
 
 #include <algorithm>
@@ -34,12 +33,7 @@ size_t segment_size(size_t size) {
 
 bool should_split(const Block& block, size_t size, size_t max_split) {
   const size_t remaining = block.size - size;
-  // Sub-regions split like the small pool, whatever the request size (as PipeSwitch, whose
-  // kSmallSize of 1 byte makes its large pool split any remainder). A sub-region is a fixed
-  // budget that never grows: the large pool's rule would strand up to 1 MiB behind every block,
-  // and a model's thousands of parameters would run the region dry. Its reason (not cutting
-  // backend segments into slivers) does not apply, as a sub-region makes no backend calls.
-  if (block.pool->is_small || block.pool->sub_region != nullptr) return remaining >= kMinBlockSize;
+  if (block.pool->is_small) return remaining >= kMinBlockSize;
   return size < max_split && remaining > kSmallSize;
 }
 
@@ -58,25 +52,10 @@ void* DeviceAllocator::malloc(size_t requested, const Stream& stream) {
     FERRY_FAIL_AS(OutOfMemoryError, oom_message(requested, stream));
   }
   const size_t size = round_size(requested);
-  Block* block = nullptr;
-  if (SubRegion* sub = sub_region_of(stream.id())) {
-    block = find_free_block(sub->pool, stream.id(), size, SIZE_MAX);
-    if (block == nullptr && pending_count_ > 0) {
-      synchronize_pending_events(lock);
-      sub = sub_region_of(stream.id());  // it may have been dropped meanwhile
-      if (sub != nullptr) block = find_free_block(sub->pool, stream.id(), size, SIZE_MAX);
-    }
-    if (block == nullptr && sub != nullptr) {
-      ++stats_.num_ooms;
-      FERRY_FAIL_AS(OutOfMemoryError, oom_message(requested, stream));
-    }
-  }
+  BlockPool& pool = size <= kSmallSize ? small_ : large_;
+  Block* block = find_free_block(pool, stream.id(), size, config.max_split_size);
   if (block == nullptr) {
-    BlockPool& pool = size <= kSmallSize ? small_ : large_;
-    block = find_free_block(pool, stream.id(), size, config.max_split_size);
-    if (block == nullptr) {
-      block = allocate_from_backend(lock, pool, stream, size, requested, config);
-    }
+    block = allocate_from_backend(lock, pool, stream, size, requested, config);
   }
   return hand_out(block, size, requested, config.max_split_size)->ptr;
 }
@@ -85,7 +64,7 @@ Block* DeviceAllocator::find_free_block(BlockPool& pool, StreamId stream, size_t
                                         size_t max_split) {
   auto it = pool.blocks.lower_bound(BlockKey{stream, size, 0});
   if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
-  if (!pool.is_small && pool.sub_region == nullptr) {
+  if (!pool.is_small) {
     // Oversize blocks stay whole for oversize requests, and only serve those that nearly fill
     // them (PyTorch's slack rule): otherwise a 1 GiB block would go to a 300 MiB request.
     if (size < max_split && (*it)->size >= max_split) return nullptr;
@@ -160,7 +139,7 @@ Block* DeviceAllocator::new_segment(BlockPool& pool, StreamId stream, size_t siz
   block->stream = stream;
   block->pool = &pool;
   const bool oversize = size >= max_split;
-  segments_.emplace(block->ptr, Segment{size, block, &pool, stream, oversize, nullptr});
+  segments_.emplace(block->ptr, Segment{size, block, &pool, stream, oversize});
   stats_.segment.increase(1);
   stats_.reserved_bytes.increase(static_cast<int64_t>(size));
   if (oversize) stats_.oversize_segments.increase(1);
@@ -271,8 +250,7 @@ void DeviceAllocator::record_stream(void* ptr, const Stream& stream) {
 std::vector<char*> DeviceAllocator::free_segments() const {
   std::vector<char*> bases;
   for (const auto& [base, seg] : segments_) {
-    if (seg.sub_region == nullptr && seg.head->state == BlockState::kFree &&
-        seg.head->next == nullptr) {
+    if (seg.head->state == BlockState::kFree && seg.head->next == nullptr) {
       bases.push_back(base);
     }
   }
@@ -351,36 +329,21 @@ std::string DeviceAllocator::oom_message(size_t requested, const Stream& stream)
   std::ostringstream out;
   out << device_ << ": out of memory: tried to allocate " << format_bytes(requested) << " ("
       << requested << " bytes) on " << stream << ". ";
-  if (const SubRegion* sub = sub_region_of(stream.id())) {
-    size_t largest = 0;
-    for (const Block* b : sub->pool.blocks) largest = std::max(largest, b->size);
-    out << "The stream is served by shared sub-region '" << sub->name << "' of region '"
-        << sub->region->name << "' (" << format_bytes(sub->size)
-        << "), whose largest free block is " << format_bytes(largest) << ".";
-    return out.str();
-  }
   MemoryInfo info;
   try {
     info = backend().memory_info(device_.index());
   } catch (const std::exception&) {
     // Reported as zeros: the message matters more than the numbers.
   }
-  size_t shared_allocated = 0;
-  for (const auto& [base, seg] : segments_) {
-    if (seg.sub_region == nullptr) continue;
-    for (const Block* b = seg.head; b != nullptr; b = b->next) {
-      if (b->state == BlockState::kAllocated) shared_allocated += b->size;
-    }
-  }
   const auto reserved = static_cast<size_t>(stats_.reserved_bytes.current);
-  const auto allocated = static_cast<size_t>(stats_.allocated_bytes.current) - shared_allocated;
+  const auto allocated = static_cast<size_t>(stats_.allocated_bytes.current);
   out << "The device has " << format_bytes(info.total) << " in total, of which "
       << format_bytes(info.free) << " is free. The caching allocator has reserved "
       << format_bytes(reserved) << " from the backend, of which " << format_bytes(allocated)
       << " is allocated";
   if (stats_.shared_bytes.current > 0) {
-    out << " (and uses " << format_bytes(static_cast<size_t>(stats_.shared_bytes.current))
-        << " of shared regions, of which " << format_bytes(shared_allocated) << " is allocated)";
+    out << " (besides, " << format_bytes(static_cast<size_t>(stats_.shared_bytes.current))
+        << " of adopted shared regions serve their sub-regions' pools)";
   }
   out << "; the largest free cached block is " << format_bytes(largest_free_block()) << ".";
   if (fraction_.has_value()) {
@@ -431,6 +394,23 @@ void DeviceAllocator::empty_cache() {
   Lock lock(mutex_);
   if (pending_count_ > 0) synchronize_pending_events(lock);
   release_segments(lock, free_segments());
+}
+
+const char* DeviceAllocator::overlapping_segment(const char* base, size_t size) const {
+  Lock lock(mutex_);
+  for (const auto& [seg_base, seg] : segments_) {
+    if (base < seg_base + seg.size && seg_base < base + size) return seg_base;
+  }
+  return nullptr;
+}
+
+void DeviceAllocator::add_shared_bytes(int64_t delta) {
+  Lock lock(mutex_);
+  if (delta >= 0) {
+    stats_.shared_bytes.increase(delta);
+  } else {
+    stats_.shared_bytes.decrease(-delta);
+  }
 }
 
 void DeviceAllocator::set_memory_fraction(double fraction) {

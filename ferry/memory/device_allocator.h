@@ -1,5 +1,7 @@
 // Internal to ferry/memory: one device's caching-allocator state — blocks, the small and large
-// pools, segments, the allocated table, pending events and shared regions — behind one mutex.
+// pools, segments, the allocated table and pending events — behind one mutex. Shared regions are
+// not here: their sub-regions are fixed-range resources of their own (shared_region.h); this
+// only counts their bytes in Stats::shared_bytes and refuses to adopt its own segments.
 // The contract is CachingAllocator's (caching_allocator.h). Invariants (check_invariants):
 // each segment is tiled exactly by a doubly linked list of blocks in address order; a block is
 // in exactly one state; free blocks are in their pool and never next to another free block;
@@ -25,13 +27,11 @@
 #include "ferry/device/backend.h"
 #include "ferry/device/stream.h"
 #include "ferry/memory/alloc_config.h"
-#include "ferry/memory/shared_region.h"
 #include "ferry/memory/stats.h"
 
 namespace ferry::memory::detail {
 
 struct BlockPool;
-struct SubRegion;
 
 // The backend the memory layer (caching and pinned allocators, the event pool) uses for `type`:
 // the registered one, unless a test has put a wrapper in its place.
@@ -82,7 +82,6 @@ struct BlockOrder {
 struct BlockPool {
   std::set<Block*, BlockOrder> blocks;  // free blocks only
   bool is_small = false;
-  SubRegion* sub_region = nullptr;  // set for a sub-region's own pool
 };
 
 struct Segment {
@@ -90,26 +89,7 @@ struct Segment {
   Block* head = nullptr;  // the block at the segment's base; never merged away
   BlockPool* pool = nullptr;
   StreamId stream = 0;
-  bool oversize = false;            // counted in Stats::oversize_segments
-  SubRegion* sub_region = nullptr;  // null for backend segments
-};
-
-struct Region;
-
-struct SubRegion {
-  std::string name;
-  Region* region = nullptr;
-  size_t offset = 0;
-  size_t size = 0;
-  StreamId stream = 0;
-  BlockPool pool;
-};
-
-struct Region {
-  std::string name;
-  char* base = nullptr;
-  size_t size = 0;
-  std::vector<std::unique_ptr<SubRegion>> subs;
+  bool oversize = false;  // counted in Stats::oversize_segments
 };
 
 class DeviceAllocator {
@@ -133,13 +113,10 @@ class DeviceAllocator {
   Snapshot snapshot() const;
   void check_invariants() const;
 
-  // Shared regions (shared_region.cc).
-  void adopt_region(const std::string& name, void* base, size_t size);
-  void add_sub_region(const std::string& region, const std::string& name, size_t offset,
-                      size_t size, const Stream& stream);
-  // `name` empty: every sub-region of the region. `forget_region`: then drop the region too.
-  void drop_sub_regions(const std::string& region, const std::string& name, bool forget_region);
-  std::vector<SharedRegionInfo> shared_regions() const;
+  // For shared regions (shared_region.cc): the base of a segment of this allocator that overlaps
+  // [base, base + size), or nullptr; and the running count of sub-region bytes on the device.
+  const char* overlapping_segment(const char* base, size_t size) const;
+  void add_shared_bytes(int64_t delta);
 
  private:
   using Lock = std::unique_lock<std::mutex>;
@@ -181,10 +158,6 @@ class DeviceAllocator {
   size_t total_memory() const;
   size_t largest_free_block() const;
   std::string oom_message(size_t requested, const Stream& stream) const;
-  SubRegion* sub_region_of(StreamId stream) const {
-    return static_cast<size_t>(stream) < stream_sub_.size() ? stream_sub_[stream] : nullptr;
-  }
-  Region* find_region(const std::string& name) const;
 
   // Through the memory layer's override (tests wrap the backend to count or fail calls).
   Backend& backend() const { return memory_backend(device_.type()); }
@@ -193,7 +166,7 @@ class DeviceAllocator {
   mutable std::mutex mutex_;
   BlockPool small_;
   BlockPool large_;
-  std::map<char*, Segment> segments_;  // by base address; backend segments and sub-regions
+  std::map<char*, Segment> segments_;  // by base address
   std::unordered_map<void*, Block*> allocated_;
   std::vector<PendingQueue> pending_;  // one queue per recorded stream, in record order
   size_t pending_count_ = 0;
@@ -203,8 +176,6 @@ class DeviceAllocator {
   int releases_in_flight_ = 0;
   uint64_t release_generation_ = 0;  // bumped each time a release_segments call finishes
   std::condition_variable released_;
-  std::vector<std::unique_ptr<Region>> regions_;
-  std::array<SubRegion*, kStreamPoolSize + 1> stream_sub_{};
   Stats stats_;
   std::optional<double> fraction_;
   size_t allowed_ = SIZE_MAX;  // fraction_ * the total memory when the fraction was set

@@ -20,10 +20,6 @@ Snapshot DeviceAllocator::snapshot() const {
     info.size = seg.size;
     info.stream = Stream(device_, seg.stream);
     info.is_large = !seg.pool->is_small;
-    if (seg.sub_region != nullptr) {
-      info.shared_region = seg.sub_region->region->name;
-      info.sub_region = seg.sub_region->name;
-    }
     for (const Block* b = seg.head; b != nullptr; b = b->next) {
       info.blocks.push_back(BlockInfo{b->ptr, b->size, b->requested, b->state});
       if (b->state == BlockState::kAllocated) info.allocated_bytes += b->size;
@@ -39,7 +35,7 @@ namespace {
 // Counts recomputed from the blocks, to compare with the running stats.
 struct Tally {
   int64_t allocation = 0, allocated_bytes = 0, requested_bytes = 0, active = 0, active_bytes = 0;
-  int64_t segment = 0, reserved_bytes = 0, shared_bytes = 0, oversize_allocations = 0;
+  int64_t segment = 0, reserved_bytes = 0, oversize_allocations = 0;
   int64_t oversize_segments = 0, events = 0;
 };
 
@@ -58,15 +54,10 @@ void DeviceAllocator::check_invariants() const {
       fail("segment at ", static_cast<const void*>(base), " overlaps the one before it");
     }
     previous_end = base + seg.size;
-    if (seg.sub_region != nullptr) {
-      t.shared_bytes += static_cast<int64_t>(seg.size);
-      if (seg.pool != &seg.sub_region->pool) fail("sub-region segment with a foreign pool");
-    } else {
-      ++t.segment;
-      t.reserved_bytes += static_cast<int64_t>(seg.size);
-      if (seg.oversize) ++t.oversize_segments;
-      if (seg.pool != &small_ && seg.pool != &large_) fail("backend segment with a foreign pool");
-    }
+    ++t.segment;
+    t.reserved_bytes += static_cast<int64_t>(seg.size);
+    if (seg.oversize) ++t.oversize_segments;
+    if (seg.pool != &small_ && seg.pool != &large_) fail("segment with a foreign pool");
     if (seg.head == nullptr || seg.head->ptr != base || seg.head->prev != nullptr) {
       fail("segment at ", static_cast<const void*>(base), " does not start with its head block");
     }
@@ -135,17 +126,6 @@ void DeviceAllocator::check_invariants() const {
            " blocks, but the segments have ", free_in_pool[pool], " free blocks in it");
     }
   }
-  for (const auto& region : regions_) {
-    for (const auto& sub : region->subs) {
-      if (sub->pool.blocks.size() != free_in_pool[&sub->pool]) {
-        fail("sub-region '", sub->name, "' pool holds ", sub->pool.blocks.size(), " blocks, but ",
-             free_in_pool[&sub->pool], " of its blocks are free");
-      }
-      if (sub_region_of(sub->stream) != sub.get()) {
-        fail("sub-region '", sub->name, "' is not bound to its stream");
-      }
-    }
-  }
   if (static_cast<int64_t>(allocated_.size()) != t.allocation) {
     fail("the allocated table has ", allocated_.size(), " entries, but ", t.allocation,
          " blocks are allocated");
@@ -171,7 +151,6 @@ void DeviceAllocator::check_invariants() const {
   check("active_bytes", stats_.active_bytes, t.active_bytes);
   check("segment", stats_.segment, t.segment);
   check("reserved_bytes", stats_.reserved_bytes, t.reserved_bytes);
-  check("shared_bytes", stats_.shared_bytes, t.shared_bytes);
   check("oversize_allocations", stats_.oversize_allocations, t.oversize_allocations);
   check("oversize_segments", stats_.oversize_segments, t.oversize_segments);
 }

@@ -1,6 +1,7 @@
 // record_stream at work: the entries a freed block waits for (an event per recorded stream, or,
 // when recording one fails, the stream itself), polled on later allocations and waited on before
-// an out-of-memory error, in empty_cache and before sub-regions are dropped. Also the memory
+// an out-of-memory error and in empty_cache (record_use and use_complete also serve the fixed
+// ranges of fixed_range_resource.h). Also the memory
 // layer's backend override, the seam through which tests count and fail backend calls.
 #include <algorithm>
 #include <array>

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "ferry/core/tensor.h"
 #include "ferry/device/runtime.h"
 #include "ferry/memory/caching_allocator.h"
+#include "ferry/memory/mem_pool.h"
 #include "ferry/memory/pinned_allocator.h"
 
 namespace ferry::memory {
@@ -99,6 +101,7 @@ void check_device_type(DeviceType type, const char* what) {
 MemoryResource* get_memory_resource(Device device) {
   check_device_type(device.type(), "get_memory_resource");
   const Device d = device.has_index() ? device : checked_device(device);
+  if (const detail::ActivePool* pool = detail::active_pool(d)) return pool->resource;
   const auto type = static_cast<size_t>(d.type());
   if (MemoryResource* r = table().per_device[type][static_cast<size_t>(d.index())].load(
           std::memory_order_acquire)) {
@@ -132,6 +135,9 @@ struct ResourceAllocation {
   size_t bytes;
   Stream stream;
   std::vector<Stream> deferred;  // guarded by deferred_mutex()
+  // The resource's shared owner when it came from a MemPool that shares ownership: the resource
+  // lives at least as long as the allocation.
+  std::shared_ptr<MemoryResource> keep_alive;
 };
 
 std::mutex& deferred_mutex() {
@@ -146,6 +152,7 @@ void release_allocation(void* context) {
     // deallocating stream after the recorded ones keeps the contract for untracking resources.
     for (const Stream& s : a->deferred) wait_stream(a->stream, s);
     a->resource->deallocate(a->ptr, a->bytes, a->stream);
+    a->keep_alive.reset();  // may destroy the resource: a fixed range returns to its upstream
   } catch (const std::exception& e) {
     // A deleter runs in destructors and must not throw; losing the memory is the lesser harm.
     std::fprintf(stderr, "ferry: failed to free %zu bytes of device memory on %s: %s\n", a->bytes,
@@ -178,11 +185,14 @@ class DeviceTensorAllocator final : public Allocator {
     const Device d = device.has_index() ? device : checked_device(device);
     if (nbytes == 0) return DataPtr(nullptr, d);
     const Stream stream = current_stream(d);
-    MemoryResource* resource = get_memory_resource(d);
+    // The calling thread's innermost pool for the device, else the installed resource.
+    const detail::ActivePool* pool = detail::active_pool(d);
+    MemoryResource* resource = pool != nullptr ? pool->resource : get_memory_resource(d);
     void* ptr = resource->allocate(nbytes, stream);
     ResourceAllocation* context = nullptr;
     try {
-      context = new ResourceAllocation{resource, ptr, nbytes, stream, {}};
+      context = new ResourceAllocation{resource, ptr, nbytes,
+                                       stream,   {},  pool != nullptr ? pool->owner : nullptr};
     } catch (...) {
       resource->deallocate(ptr, nbytes, stream);
       throw;

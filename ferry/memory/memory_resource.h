@@ -83,7 +83,8 @@ class MemoryResource {
 // ---- which resource serves which device ------------------------------------------------------
 
 // The resource for new tensors on `device` (an index-less device means the current one): the
-// one set for the device, else the one set for its type, else the caching allocator.
+// calling thread's innermost MemPool for the device (UseMemPool, mem_pool.h), else the one set
+// for the device, else the one set for its type, else the caching allocator.
 MemoryResource* get_memory_resource(Device device);
 // Installs `resource` for every device of `type` (Sim or CUDA), or for one device; nullptr goes
 // back to the default. Returns the previous setting (nullptr when it was the default). Tensors
@@ -93,7 +94,9 @@ MemoryResource* set_memory_resource(Device device, MemoryResource* resource);
 
 // The ferry::Allocator that Storage uses for device tensors of `type`: it allocates on the
 // calling thread's current stream of the device through get_memory_resource(device), and
-// deallocates on that same stream. Installed for Sim and CUDA when the library loads.
+// deallocates on that same stream, from whichever thread frees it. A tensor from a MemPool that
+// shares ownership of its resource keeps the resource alive. Installed for Sim and CUDA when the
+// library loads.
 Allocator* device_tensor_allocator(DeviceType type);
 
 // The resource and stream behind a storage made by device_tensor_allocator (nullptr / the CPU

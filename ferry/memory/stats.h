@@ -37,10 +37,11 @@ struct Stat {
   }
 };
 
-// One device's counters. Byte counts are block sizes (requests rounded up to 512 bytes), except
-// requested_bytes. Shared-region memory is adopted, not obtained from the backend: it is counted
-// in shared_bytes and never in reserved_bytes, while allocations served from it count in
-// allocation/allocated_bytes/active like any other.
+// One device's counters of the caching allocator. Byte counts are block sizes (requests rounded
+// up to 512 bytes), except requested_bytes. Shared sub-regions are resources of their own (fixed
+// ranges over adopted memory, shared_region.h): their bytes are counted in shared_bytes and
+// never in reserved_bytes, and allocations served from them are not counted here at all but per
+// sub-region (shared_regions(), SubRegionInfo) and in the snapshot's sub-region segments.
 struct Stats {
   Stat allocation;       // live allocations (blocks handed out and not freed)
   Stat allocated_bytes;  // their bytes
@@ -50,7 +51,7 @@ struct Stats {
   Stat active_bytes;
   Stat segment;         // backend allocations the allocator holds (in use or cached)
   Stat reserved_bytes;  // their bytes
-  Stat shared_bytes;    // bytes of shared-region sub-regions in use by the allocator
+  Stat shared_bytes;    // bytes of the device's shared sub-regions (defined, not dropped)
   // Allocations and segments of at least max_split_size (never split).
   Stat oversize_allocations;
   Stat oversize_segments;
@@ -90,8 +91,10 @@ struct BlockInfo {
 struct SegmentInfo {
   void* address = nullptr;
   size_t size = 0;
-  Stream stream;               // the only stream whose allocations its blocks serve
-  bool is_large = false;       // large pool (requests above 1 MiB) or small pool
+  // The only stream whose allocations its blocks serve; the CPU stream (none) for a sub-region,
+  // whose blocks serve whichever streams its pool's users allocate on.
+  Stream stream;
+  bool is_large = false;       // large pool (requests above 1 MiB) or small pool; false: sub-region
   std::string shared_region;   // for sub-regions: the region's name; empty otherwise
   std::string sub_region;      // for sub-regions: the sub-region's name
   size_t allocated_bytes = 0;  // sum of its allocated blocks

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "ferry/device/guard.h"
 #include "ferry/ferry.h"
 #include "ferry/memory/caching_allocator.h"
+#include "ferry/memory/fixed_range_resource.h"
 #include "ferry/memory/memory_resource.h"
 #include "ferry/memory/pinned_allocator.h"
 #include "ferry/memory/shared_region.h"
@@ -20,21 +22,6 @@ namespace ferry::testing {
 namespace {
 
 using memory::MemoryResource;
-
-// Opens `gate` from another thread after a delay, so that the code under test has to wait for
-// the stream rather than find it already idle.
-class DelayedOpener {
- public:
-  explicit DelayedOpener(StreamGate& gate)
-      : thread_([&gate] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          gate.open();
-        }) {}
-  ~DelayedOpener() { thread_.join(); }
-
- private:
-  std::thread thread_;
-};
 
 using BackendCallsTest = MemoryTest;
 
@@ -148,7 +135,7 @@ class FailingSubRegionTest : public MemoryTest {
     MemoryTest::SetUp();
     region_ = get_backend(DeviceType::Sim).malloc(0, 16 * kMiB);
     memory::adopt_shared_region(kSim0, "r", region_, 16 * kMiB);
-    memory::add_sub_region(kSim0, "r", "params", 0, 16 * kMiB, params_);
+    pool_.emplace(memory::add_sub_region(kSim0, "r", "params", 0, 16 * kMiB));
   }
   void TearDown() override {
     try {
@@ -163,6 +150,7 @@ class FailingSubRegionTest : public MemoryTest {
   // Frees a block of the sub-region recorded on `side` while its event_record fails.
   void free_with_failed_record(WrappingBackend* sim, const Stream& side) {
     StreamGuard guard(params_);
+    memory::UseMemPool use(*pool_);
     Tensor t = device_bytes(kMiB);
     t.record_stream(side);
     sim->fail_event_record_at(1);
@@ -170,6 +158,7 @@ class FailingSubRegionTest : public MemoryTest {
 
   const Stream params_{kSim0, 5};
   void* region_ = nullptr;
+  std::optional<memory::MemPool> pool_;
 };
 
 TEST_F(FailingSubRegionTest, DropFinishesOnceTheStreamIsDone) {
@@ -178,6 +167,10 @@ TEST_F(FailingSubRegionTest, DropFinishesOnceTheStreamIsDone) {
   StreamGate gate(side);
   free_with_failed_record(sim.get(), side);
   ASSERT_EQ(sim->failed_records(), 1);
+  EXPECT_EQ(dynamic_cast<memory::FixedRangeResource&>(*pool_->resource())
+                .stats()
+                .num_event_record_failures,
+            1);
   {
     DelayedOpener opener(gate);
     memory::drop_sub_region(kSim0, "r", "params");

@@ -1,15 +1,17 @@
 // Shared helpers for the memory tests: a fixture that starts every test from a known sim config
 // and allocator state (default settings, empty caches) and checks the allocator's invariants at
-// the end, device_bytes (a sim byte tensor), and a StreamGate that keeps a sim stream busy until
-// the test opens it.
+// the end, device_bytes (a sim byte tensor), a StreamGate that keeps a sim stream busy until
+// the test opens it, and a DelayedOpener that opens a gate a little later from another thread.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "ferry/backends/sim/sim.h"
 #include "ferry/device/runtime.h"
@@ -100,6 +102,23 @@ class StreamGate {
   Stream stream_;
   std::promise<void> promise_;
   std::atomic<bool> open_{false};
+};
+
+// Opens `gate` from another thread 50 ms after construction, so that a call made meanwhile has
+// to wait for the gated stream; the destructor joins the thread (bounded: it only sleeps).
+class DelayedOpener {
+ public:
+  explicit DelayedOpener(StreamGate& gate)
+      : thread_([&gate] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          gate.open();
+        }) {}
+  DelayedOpener(const DelayedOpener&) = delete;
+  DelayedOpener& operator=(const DelayedOpener&) = delete;
+  ~DelayedOpener() { thread_.join(); }
+
+ private:
+  std::thread thread_;
 };
 
 constexpr size_t kMiB = size_t{1} << 20;
