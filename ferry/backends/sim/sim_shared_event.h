@@ -6,7 +6,8 @@
 // >= g, polling with a bounded backoff (a short spin, then sleeps doubling up to 1 ms).
 // Guarantee when the recording process dies with a record pending: the wait does not hang; it
 // raises DeviceError naming the event and the dead process (the recorder's pid and start time
-// are kept beside the generation, so a reused pid is not taken for the recorder).
+// are kept beside the generation, so a reused pid is not taken for the recorder). The processes
+// must share a pid namespace (a recorder in another one would look dead).
 // Internal to the sim backend.
 #pragma once
 
