@@ -59,6 +59,32 @@ bool Backend::is_pinned_range(const void* ptr, size_t nbytes) {
   return nbytes <= 1 || is_pinned(static_cast<const char*>(ptr) + (nbytes - 1));
 }
 
+void Backend::unsupported(const char* call) const {
+  FERRY_FAIL_AS(DeviceError, display_name(), ": ", call,
+                ": expected a backend that supports it, but this one does not");
+}
+
+void Backend::host_register(void* /*ptr*/, size_t /*nbytes*/) { unsupported("host_register"); }
+void Backend::host_unregister(void* /*ptr*/) { unsupported("host_unregister"); }
+MemoryRange Backend::memory_range(int /*device*/, const void* /*ptr*/) {
+  unsupported("memory_range");
+}
+RawStream Backend::stream_create_with_priority(int device, int priority) {
+  FERRY_CHECK_AS(DeviceError, priority == 0, display_name(), ":", device,
+                 ": stream_create_with_priority: expected priority 0 (this backend has no stream "
+                 "priorities), but got ",
+                 priority);
+  return stream_create(device);
+}
+std::pair<int, int> Backend::stream_priority_range(int /*device*/) { return {0, 0}; }
+RawEvent Backend::event_create_interprocess(int /*device*/) {
+  unsupported("event_create_interprocess");
+}
+IpcHandle Backend::event_ipc_export(int /*device*/, RawEvent /*event*/) {
+  unsupported("event_ipc_export");
+}
+RawEvent Backend::event_ipc_import(const IpcHandle& /*handle*/) { unsupported("event_ipc_import"); }
+
 bool has_backend(DeviceType type) {
   const Slot& s = slot(type);
   return s.factory != nullptr || s.replacement.load(std::memory_order_acquire) != nullptr;

@@ -42,6 +42,12 @@ struct MemoryInfo {
   size_t total = 0;
 };
 
+// The allocation holding a device address: its first byte and its size in bytes.
+struct MemoryRange {
+  void* base = nullptr;
+  size_t size = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -79,6 +85,14 @@ class Backend {
   // is_pinned(ptr)). The default asks about the first and the last byte, for runtimes that do not
   // report block extents; a backend that knows its blocks overrides it with an exact answer.
   virtual bool is_pinned_range(const void* ptr, size_t nbytes);
+  // Page-locks [ptr, ptr + nbytes) of host memory this backend did not allocate (a memfd mapping,
+  // a file mapping), so that is_pinned reports it and asynchronous copies take the pinned path
+  // (CUDA: cudaHostRegister, portable). Raises DeviceError when the range is empty, not mapped,
+  // or overlaps memory already pinned or registered. host_unregister takes the `ptr` given to
+  // host_register, waits for queued work (as free_host does), and raises for anything else.
+  // The defaults raise "not supported".
+  virtual void host_register(void* ptr, size_t nbytes);
+  virtual void host_unregister(void* ptr);
 
   // Synchronous with respect to the host: returns when the bytes are written (and the work queued
   // before on the device's default stream is done), whatever kind of memory is involved.
@@ -93,11 +107,21 @@ class Backend {
   // Device-to-device across devices; works without peer access (the runtime stages it).
   virtual void memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
                                  size_t nbytes, int stream_device, RawStream stream) = 0;
+  // The malloc() block of `device` (or the ipc_import mapping) that holds `ptr`, interior
+  // addresses included; raises DeviceError for an address outside every allocation of `device`
+  // (past-the-end addresses included). The default raises "not supported".
+  virtual MemoryRange memory_range(int device, const void* ptr);
 
   // ---- streams -------------------------------------------------------------------------------
   // The device's default stream (CUDA: the legacy null stream).
   virtual RawStream default_stream(int device) = 0;
   virtual RawStream stream_create(int device) = 0;
+  // A stream whose work the device prefers over lower-priority streams' (CUDA: lower numbers are
+  // higher priorities, cudaStreamCreateWithPriority). `priority` must lie in
+  // stream_priority_range(device). The defaults: {0, 0}, and stream_create for priority 0.
+  virtual RawStream stream_create_with_priority(int device, int priority);
+  // {least, greatest} priority (CUDA: e.g. {0, -5}).
+  virtual std::pair<int, int> stream_priority_range(int device);
   // Waits for queued work, then releases the stream. The default stream is never destroyed (the
   // call is a no-op for it).
   virtual void stream_destroy(int device, RawStream stream) = 0;
@@ -121,6 +145,17 @@ class Backend {
   // Milliseconds between two completed timing events of `device`.
   virtual float event_elapsed_ms(int device, RawEvent start, RawEvent end) = 0;
 
+  // Events shared between processes (never timing events). The exporter creates one with
+  // event_create_interprocess and sends event_ipc_export's handle over the IPC channel; the
+  // importer's event_ipc_import returns an event of handle.device that every event call accepts
+  // (destroy it with event_destroy). A record in either process is seen by both: waits, queries
+  // and synchronizes cover the last record made before them in any process. The defaults raise
+  // "not supported". What happens when the recording process dies with a record pending is the
+  // backend's to document (sim: the wait ends with a DeviceError naming the event).
+  virtual RawEvent event_create_interprocess(int device);
+  virtual IpcHandle event_ipc_export(int device, RawEvent event);
+  virtual RawEvent event_ipc_import(const IpcHandle& handle);
+
   // ---- peer access ---------------------------------------------------------------------------
   virtual bool can_access_peer(int device, int peer) = 0;
   // Lets kernels on `device` read and write `peer`'s memory. Idempotent.
@@ -133,6 +168,9 @@ class Backend {
   virtual void* ipc_import(const IpcHandle& handle) = 0;
   // Unmaps an ipc_import() address (after waiting for queued work, as free does).
   virtual void ipc_close(int device, void* ptr) = 0;
+
+ private:
+  [[noreturn]] void unsupported(const char* call) const;
 };
 
 // ---- the registry --------------------------------------------------------------------------

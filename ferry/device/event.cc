@@ -13,6 +13,7 @@ namespace ferry {
 Event::Event(Event&& other) noexcept
     : enable_timing_(other.enable_timing_),
       was_recorded_(std::exchange(other.was_recorded_, false)),
+      interprocess_(std::exchange(other.interprocess_, false)),
       device_(std::exchange(other.device_, Device())),
       raw_(std::exchange(other.raw_, nullptr)) {}
 
@@ -21,6 +22,7 @@ Event& Event::operator=(Event&& other) noexcept {
     release();
     enable_timing_ = other.enable_timing_;
     was_recorded_ = std::exchange(other.was_recorded_, false);
+    interprocess_ = std::exchange(other.interprocess_, false);
     device_ = std::exchange(other.device_, Device());
     raw_ = std::exchange(other.raw_, nullptr);
   }
@@ -28,6 +30,37 @@ Event& Event::operator=(Event&& other) noexcept {
 }
 
 Event::~Event() { release(); }
+
+Event Event::interprocess(Device device) {
+  const Device d = checked_device(device);
+  FERRY_CHECK_AS(DeviceError, !d.is_cpu(), "Event::interprocess: expected a device, but got ", d,
+                 " (CPU work needs no event)");
+  Event event(false);
+  event.raw_ = get_backend(d.type()).event_create_interprocess(d.index());
+  event.device_ = d;
+  event.interprocess_ = true;
+  return event;
+}
+
+Event Event::from_ipc_handle(const IpcHandle& handle) {
+  FERRY_CHECK_AS(DeviceError, !handle.device.is_cpu() && handle.device.has_index(),
+                 "Event::from_ipc_handle: expected a handle of a device event, but it names ",
+                 handle.device);
+  const Device d = checked_device(handle.device);
+  Event event(false);
+  event.raw_ = get_backend(d.type()).event_ipc_import(handle);
+  event.device_ = d;
+  event.interprocess_ = true;
+  event.was_recorded_ = true;  // perhaps, by the other process
+  return event;
+}
+
+IpcHandle Event::ipc_handle() const {
+  FERRY_CHECK_AS(DeviceError, interprocess_ && raw_ != nullptr,
+                 "Event::ipc_handle: expected an interprocess event (Event::interprocess), but "
+                 "got an event of this process only");
+  return get_backend(device_.type()).event_ipc_export(device_.index(), raw_);
+}
 
 void Event::release() noexcept {
   if (raw_ == nullptr) return;

@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "ferry/core/error.h"
 
@@ -152,6 +153,46 @@ bool is_pinned(const void* ptr, size_t nbytes) {
     if (b != nullptr && b->device_count() > 0 && b->is_pinned_range(ptr, nbytes)) return true;
   }
   return false;
+}
+
+namespace {
+
+// The backends that have devices, in DeviceType order.
+std::vector<Backend*> backends_with_devices() {
+  std::vector<Backend*> out;
+  for (int i = 0; i < kNumDeviceTypes; ++i) {
+    const auto type = static_cast<DeviceType>(i);
+    if (type == DeviceType::CPU) continue;
+    Backend* b = find_backend(type);
+    if (b != nullptr && b->device_count() > 0) out.push_back(b);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool register_host(void* ptr, size_t nbytes) {
+  const std::vector<Backend*> backends = backends_with_devices();
+  for (size_t i = 0; i < backends.size(); ++i) {
+    try {
+      backends[i]->host_register(ptr, nbytes);
+    } catch (...) {
+      for (size_t j = 0; j < i; ++j) backends[j]->host_unregister(ptr);
+      throw;
+    }
+  }
+  return !backends.empty();
+}
+
+void unregister_host(void* ptr) {
+  for (Backend* b : backends_with_devices()) b->host_unregister(ptr);
+}
+
+MemoryRange memory_range(Device device, const void* ptr) {
+  const Device d = checked_device(device);
+  FERRY_CHECK_AS(DeviceError, !d.is_cpu(),
+                 "memory_range: expected a device address, but the device given is the cpu");
+  return get_backend(d.type()).memory_range(d.index(), ptr);
 }
 
 }  // namespace ferry

@@ -52,4 +52,22 @@ void pinned_free(DeviceType type, void* ptr);
 // for sim copies too, as page-locked memory does for every runtime on a real machine.
 bool is_pinned(const void* ptr, size_t nbytes = 1);
 
+// Page-locks [ptr, ptr + nbytes) of host memory ferry did not allocate (a memfd or file
+// mapping) with every backend that has devices (CUDA: cudaHostRegister; sim: its pinned table),
+// so that is_pinned is true for it and asynchronous copies from and to it only enqueue. Returns
+// false, registering nothing, when no backend has devices. Raises DeviceError (leaving nothing
+// registered) for an empty or unmapped range, or one overlapping pinned or registered memory.
+bool register_host(void* ptr, size_t nbytes);
+// Undoes register_host(ptr, ...) with every backend that has devices, after waiting for queued
+// work (as pinned_free does). Raises DeviceError when `ptr` is not the start of a registered
+// range (a malloc_host block included).
+void unregister_host(void* ptr);
+
+// The allocation holding device address `ptr` on `device`: its base and size (interior
+// addresses included), so that a tensor's storage can be exported whole with an offset. Raises
+// DeviceError for an address outside every allocation of the device (past-the-end included) and
+// for the CPU. Sim: its address table; CUDA: cuMemGetAddressRange, looked up through
+// cudaGetDriverEntryPoint.
+MemoryRange memory_range(Device device, const void* ptr);
+
 }  // namespace ferry

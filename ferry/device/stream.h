@@ -2,7 +2,10 @@
 // stream, ids 1..kStreamPoolSize the pool handed out round-robin by get_stream_from_pool. Each
 // thread has a current stream per device (the default stream until set). Backend streams are
 // created lazily on first use and live until the process exits, so a Stream is a plain value:
-// copyable, comparable, hashable and printable.
+// copyable, comparable, hashable and printable. Ids above kStreamPoolSize name streams registered
+// later, per device and never reused: dedicated streams with a priority
+// (create_stream_with_priority) and streams created outside ferry (wrap_external_stream), which
+// ferry never destroys.
 // A Stream on the CPU is torchgpipe's CPUStream: a placeholder whose work runs synchronously on
 // the calling thread; query() is always true and synchronize() does nothing.
 #pragma once
@@ -12,6 +15,7 @@
 #include <functional>
 #include <iosfwd>
 #include <string>
+#include <utility>
 
 #include "ferry/core/device.h"
 #include "ferry/device/backend.h"
@@ -40,6 +44,10 @@ class Stream {
   StreamId id() const { return id_; }
   bool is_default() const { return id_ == kDefaultStreamId; }
   bool is_cpu() const { return device_.is_cpu(); }
+  // A backend stream created outside ferry (wrap_external_stream).
+  bool is_external() const;
+  // The priority it was created with (create_stream_with_priority); 0 for every other stream.
+  int priority() const;
 
   // True when all work queued so far is done (never blocks).
   bool query() const;
@@ -54,7 +62,8 @@ class Stream {
   // backends only.
   RawStream raw() const;
 
-  // "sim:0/stream 3", "sim:0/default stream", "cpu/stream".
+  // "sim:0/stream 3", "sim:0/default stream", "cpu/stream", "sim:0/stream 12 (priority -1)",
+  // "sim:0/external stream 0x5581c0a1b2c0".
   std::string str() const;
 
   friend bool operator==(const Stream& a, const Stream& b) {
@@ -67,6 +76,8 @@ class Stream {
   friend Stream default_stream(Device device);
   friend Stream get_stream_from_pool(Device device);
   friend Stream current_stream(Device device);
+  friend Stream create_stream_with_priority(Device device, int priority);
+  friend Stream wrap_external_stream(Device device, RawStream raw);
 
   Device device_;
   StreamId id_ = kDefaultStreamId;
@@ -80,6 +91,19 @@ Stream default_stream(Device device);
 Stream get_stream_from_pool(Device device);
 // The calling thread's current stream of `device`: the default stream until set.
 Stream current_stream(Device device);
+// A new stream of `device` whose work the device prefers over lower-priority streams' (CUDA:
+// cudaStreamCreateWithPriority; lower numbers are higher priorities). `priority` must lie in
+// stream_priority_range(device). The sim accepts 0..-5 and ignores it: each sim stream has its
+// own worker thread and the host schedules them. Lives until the process exits, like the pool.
+Stream create_stream_with_priority(Device device, int priority);
+// {least, greatest} priority of `device`'s streams (CUDA: e.g. {0, -5}; sim: {0, -5}).
+std::pair<int, int> stream_priority_range(Device device);
+// A Stream for a backend stream created outside ferry (a cudaStream_t; a sim stream made with
+// the backend's stream_create), which ferry uses but never destroys: the caller keeps it alive
+// while ferry may use it. Wrapping the same handle again gives the same Stream; the backend's
+// default stream gives default_stream(device). Raises DeviceError for a handle that is not a
+// stream of `device` (sim; CUDA cannot tell).
+Stream wrap_external_stream(Device device, RawStream raw);
 // Makes `stream` the calling thread's current stream of its device. Does not change the current
 // device (StreamGuard does both).
 void set_current_stream(const Stream& stream);

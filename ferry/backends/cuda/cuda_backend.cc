@@ -172,6 +172,24 @@ class CudaBackend final : public Backend {
     }
     return attributes.type == cudaMemoryTypeHost;
   }
+  void host_register(void* ptr, size_t nbytes) override {
+    check_device(0);
+    FERRY_CHECK_AS(DeviceError, ptr != nullptr && nbytes > 0, "cuda: cudaHostRegister(", nbytes,
+                   " bytes): expected a non-empty range of host memory, but got ",
+                   ptr == nullptr ? "a null pointer" : "0 bytes");
+    // The runtime refuses overlaps itself (cudaErrorHostMemoryAlreadyRegistered).
+    check(cudaHostRegister(ptr, nbytes, cudaHostRegisterPortable), -1,
+          "cudaHostRegister(" + std::to_string(nbytes) + " bytes)");
+  }
+  void host_unregister(void* ptr) override {
+    check_device(0);
+    // As cudaFreeHost does: queued copies may still read the range.
+    for (int device = 0; device < count_; ++device) {
+      ScopedDevice guard(device);
+      check(cudaDeviceSynchronize(), device, "cudaDeviceSynchronize before cudaHostUnregister");
+    }
+    check(cudaHostUnregister(ptr), -1, "cudaHostUnregister");
+  }
 
   // cudaMemset and cudaMemcpy return before the bytes are written for device memory,
   // device-to-device copies and (staged) pageable host-to-device copies. The contract promises
@@ -219,6 +237,40 @@ class CudaBackend final : public Backend {
               std::to_string(src_device) + " to cuda:" + std::to_string(dst_device) + ")");
   }
 
+  // cuMemGetAddressRange is a driver call: it is looked up through the runtime so that the
+  // binary does not link libcuda and still starts on machines without a driver.
+  MemoryRange memory_range(int device, const void* ptr) override {
+    check_device(device);
+    ScopedDevice guard(device);
+    using GetAddressRange = int (*)(unsigned long long* base, size_t* size, unsigned long long ptr);
+    static GetAddressRange get_range = [] {
+      void* fn = nullptr;
+      cudaDriverEntryPointQueryResult status{};
+#if CUDART_VERSION >= 12050
+      const cudaError_t error = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
+                                                                 cudaEnableDefault, &status);
+#else
+      const cudaError_t error =
+          cudaGetDriverEntryPoint("cuMemGetAddressRange", &fn, cudaEnableDefault, &status);
+#endif
+      if (error != cudaSuccess || status != cudaDriverEntryPointSuccess) {
+        (void)cudaGetLastError();
+        return GetAddressRange{nullptr};
+      }
+      return reinterpret_cast<GetAddressRange>(fn);
+    }();
+    FERRY_CHECK_AS(DeviceError, get_range != nullptr, "cuda:", device,
+                   ": memory_range: expected the driver to provide cuMemGetAddressRange, but "
+                   "cudaGetDriverEntryPoint did not find it");
+    unsigned long long base = 0;
+    size_t size = 0;
+    const int result = get_range(&base, &size, reinterpret_cast<unsigned long long>(ptr));
+    FERRY_CHECK_AS(DeviceError, result == 0, "cuda:", device,
+                   ": memory_range: expected an address inside a live allocation of cuda:", device,
+                   ", but cuMemGetAddressRange failed with CUresult ", result);
+    return MemoryRange{reinterpret_cast<void*>(base), size};
+  }
+
   RawStream default_stream(int device) override {
     check_device(device);
     return nullptr;  // the legacy default stream
@@ -231,6 +283,27 @@ class CudaBackend final : public Backend {
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), device,
           "cudaStreamCreateWithFlags");
     return stream;
+  }
+  RawStream stream_create_with_priority(int device, int priority) override {
+    check_device(device);
+    const auto [least, greatest] = stream_priority_range(device);
+    FERRY_CHECK_AS(DeviceError, priority <= least && priority >= greatest, "cuda:", device,
+                   ": stream_create_with_priority: expected a priority between ", least,
+                   " (lowest) and ", greatest, " (highest), but got ", priority);
+    ScopedDevice guard(device);
+    cudaStream_t stream = nullptr;
+    check(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, priority), device,
+          "cudaStreamCreateWithPriority(priority " + std::to_string(priority) + ")");
+    return stream;
+  }
+  std::pair<int, int> stream_priority_range(int device) override {
+    check_device(device);
+    ScopedDevice guard(device);
+    int least = 0;
+    int greatest = 0;
+    check(cudaDeviceGetStreamPriorityRange(&least, &greatest), device,
+          "cudaDeviceGetStreamPriorityRange");
+    return {least, greatest};
   }
   void stream_destroy(int device, RawStream stream) override {
     check_device(device);
@@ -302,6 +375,40 @@ class CudaBackend final : public Backend {
     return ms;
   }
 
+  RawEvent event_create_interprocess(int device) override {
+    check_device(device);
+    ScopedDevice guard(device);
+    cudaEvent_t event = nullptr;
+    check(cudaEventCreateWithFlags(&event, cudaEventInterprocess | cudaEventDisableTiming), device,
+          "cudaEventCreateWithFlags(cudaEventInterprocess | cudaEventDisableTiming)");
+    return event;
+  }
+  IpcHandle event_ipc_export(int device, RawEvent event) override {
+    check_device(device);
+    ScopedDevice guard(device);
+    cudaIpcEventHandle_t raw{};
+    check(cudaIpcGetEventHandle(&raw, as_event(event)), device, "cudaIpcGetEventHandle");
+    IpcHandle handle;
+    handle.device = Device(DeviceType::CUDA, static_cast<DeviceIndex>(device));
+    handle.bytes.resize(sizeof(raw));
+    std::memcpy(handle.bytes.data(), &raw, sizeof(raw));
+    return handle;
+  }
+  RawEvent event_ipc_import(const IpcHandle& handle) override {
+    const int device = handle.device.index();
+    check_device(device);
+    cudaIpcEventHandle_t raw{};
+    FERRY_CHECK_AS(DeviceError, handle.bytes.size() == sizeof(raw), "cuda:", device,
+                   ": cudaIpcOpenEventHandle: expected a ", sizeof(raw),
+                   "-byte cudaIpcEventHandle_t, but the handle has ", handle.bytes.size(),
+                   " bytes");
+    std::memcpy(&raw, handle.bytes.data(), sizeof(raw));
+    ScopedDevice guard(device);
+    cudaEvent_t event = nullptr;
+    check(cudaIpcOpenEventHandle(&event, raw), device, "cudaIpcOpenEventHandle");
+    return event;
+  }
+
   bool can_access_peer(int device, int peer) override {
     check_device(device);
     check_device(peer);
@@ -354,6 +461,9 @@ class CudaBackend final : public Backend {
   void ipc_close(int device, void* ptr) override {
     check_device(device);
     ScopedDevice guard(device);
+    // The contract (as free): wait for queued work that may still use the mapping. The runtime
+    // does not order cudaIpcCloseMemHandle after queued kernels.
+    check(cudaDeviceSynchronize(), device, "cudaDeviceSynchronize before cudaIpcCloseMemHandle");
     check(cudaIpcCloseMemHandle(ptr), device, "cudaIpcCloseMemHandle");
   }
 

@@ -168,6 +168,20 @@ void SimBackend::free_host(void* ptr) {
   memory_.release_pinned(ptr);
 }
 
+void SimBackend::host_register(void* ptr, size_t nbytes) { memory_.register_host(ptr, nbytes); }
+
+void SimBackend::host_unregister(void* ptr) {
+  // As free_host: queued copies may still read the range.
+  if (!SimStream::on_worker_thread()) drain_all_streams();
+  memory_.unregister_host(ptr);
+}
+
+MemoryRange SimBackend::memory_range(int device, const void* ptr) {
+  check_device(device, "memory_range");
+  const auto [base, size] = memory_.range_of(device, ptr);
+  return MemoryRange{base, size};
+}
+
 // ---- copies --------------------------------------------------------------------------------
 
 bool SimBackend::peer_enabled(int device, int peer) const {

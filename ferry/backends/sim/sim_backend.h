@@ -44,6 +44,8 @@ class SimBackend final : public Backend {
   bool is_pinned_range(const void* ptr, size_t nbytes) override {
     return memory_.is_pinned(ptr, nbytes == 0 ? 1 : nbytes);
   }
+  void host_register(void* ptr, size_t nbytes) override;
+  void host_unregister(void* ptr) override;
 
   void memset(int device, void* dst, int value, size_t nbytes) override;
   void memcpy(int device, void* dst, const void* src, size_t nbytes, CopyKind kind) override;
@@ -52,9 +54,12 @@ class SimBackend final : public Backend {
                     RawStream stream) override;
   void memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device, size_t nbytes,
                          int stream_device, RawStream stream) override;
+  MemoryRange memory_range(int device, const void* ptr) override;
 
   RawStream default_stream(int device) override;
   RawStream stream_create(int device) override;
+  RawStream stream_create_with_priority(int device, int priority) override;
+  std::pair<int, int> stream_priority_range(int device) override;
   void stream_destroy(int device, RawStream stream) override;
   bool stream_query(int device, RawStream stream) override;
   void stream_synchronize(int device, RawStream stream) override;
@@ -67,6 +72,9 @@ class SimBackend final : public Backend {
   bool event_query(int device, RawEvent event) override;
   void event_synchronize(int device, RawEvent event) override;
   float event_elapsed_ms(int device, RawEvent start, RawEvent end) override;
+  RawEvent event_create_interprocess(int device) override;
+  IpcHandle event_ipc_export(int device, RawEvent event) override;
+  RawEvent event_ipc_import(const IpcHandle& handle) override;
 
   bool can_access_peer(int device, int peer) override;
   void enable_peer_access(int device, int peer) override;

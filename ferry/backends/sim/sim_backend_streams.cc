@@ -80,6 +80,22 @@ RawStream SimBackend::stream_create(int device) {
   return new_stream(device).get();
 }
 
+RawStream SimBackend::stream_create_with_priority(int device, int priority) {
+  check_device(device, "stream_create_with_priority");
+  const auto [least, greatest] = stream_priority_range(device);
+  FERRY_CHECK_AS(DeviceError, priority <= least && priority >= greatest, "sim:", device,
+                 ": stream_create_with_priority: expected a priority between ", least,
+                 " (lowest) and ", greatest, " (highest), but got ", priority);
+  // The sim records nothing more: each stream has its own worker thread, and the host's
+  // scheduler, not the sim, decides which runs first.
+  return stream_create(device);
+}
+
+std::pair<int, int> SimBackend::stream_priority_range(int device) {
+  check_device(device, "stream_priority_range");
+  return {0, -5};  // as CUDA reports on recent GPUs: lower numbers are higher priorities
+}
+
 void SimBackend::stream_destroy(int device, RawStream stream) {
   SimStream& s = stream_of(device, stream, "stream_destroy");
   // As with CUDA's null stream: the default stream outlives every other use of the device.
@@ -105,6 +121,16 @@ void SimBackend::stream_wait_event(int device, RawStream stream, RawEvent event)
   FERRY_CHECK_AS(DeviceError, event != nullptr, "sim:", device,
                  ": stream_wait_event: expected an event, but got nullptr");
   SimEvent& e = **static_cast<EventBox*>(event);  // any device's event may be waited on
+  if (e.shared != nullptr) {
+    const uint64_t generation = e.shared->last_recorded();
+    if (e.shared->done(generation)) return;
+    SimOp op;
+    op.kind = SimOp::Kind::kWaitShared;
+    op.shared_event = e.shared;
+    op.wait_seq = generation;
+    s.enqueue(std::move(op), "stream_wait_event");
+    return;
+  }
   std::shared_ptr<SimStream> target;
   uint64_t seq = 0;
   {
@@ -134,6 +160,32 @@ RawEvent SimBackend::event_create(int device, bool enable_timing) {
   return new EventBox(std::make_shared<SimEvent>(device, enable_timing));
 }
 
+RawEvent SimBackend::event_create_interprocess(int device) {
+  check_device(device, "event_create_interprocess");
+  auto event = std::make_shared<SimEvent>(device, /*timing=*/false);
+  event->shared = std::make_shared<SharedEventState>(device);
+  return new EventBox(std::move(event));
+}
+
+IpcHandle SimBackend::event_ipc_export(int device, RawEvent event) {
+  SimEvent& e = event_of(event, device, "event_ipc_export");
+  FERRY_CHECK_AS(DeviceError, e.shared != nullptr, "sim:", device,
+                 ": event_ipc_export: expected an interprocess event (event_create_interprocess), "
+                 "but got an event of this process only");
+  return e.shared->export_handle();
+}
+
+RawEvent SimBackend::event_ipc_import(const IpcHandle& handle) {
+  FERRY_CHECK_AS(DeviceError, handle.device.is_sim() && handle.device.has_index(),
+                 "sim: event_ipc_import: expected a handle for a sim device, but got one for ",
+                 handle.device);
+  const int device = handle.device.index();
+  check_device(device, "event_ipc_import");
+  auto event = std::make_shared<SimEvent>(device, /*timing=*/false);
+  event->shared = std::make_shared<SharedEventState>(handle);
+  return new EventBox(std::move(event));
+}
+
 void SimBackend::event_destroy(int /*device*/, RawEvent event) {
   delete static_cast<EventBox*>(event);
 }
@@ -142,6 +194,20 @@ void SimBackend::event_record(int device, RawEvent event, RawStream stream) {
   SimStream& s = stream_of(device, stream, "event_record");
   const EventBox& box = *static_cast<EventBox*>(event);
   SimEvent& e = event_of(event, device, "event_record");
+  if (e.shared != nullptr) {
+    const uint64_t generation = e.shared->begin_record();
+    SimOp op;
+    op.kind = SimOp::Kind::kSignal;
+    op.shared_event = e.shared;
+    op.wait_seq = generation;
+    try {
+      s.enqueue(std::move(op), "event_record");
+    } catch (...) {
+      e.shared->complete(generation);  // nothing will publish it: do not leave waiters hanging
+      throw;
+    }
+    return;
+  }
   // Lock order: event, then stream (inside enqueue). Workers take an event's lock only while
   // holding no stream lock.
   std::lock_guard<std::mutex> lock(e.mutex);
@@ -164,12 +230,22 @@ void SimBackend::event_record(int device, RawEvent event, RawStream stream) {
 
 bool SimBackend::event_query(int device, RawEvent event) {
   SimEvent& e = event_of(event, device, "event_query");
+  if (e.shared != nullptr) return e.shared->query(e.shared->last_recorded(), "event_query");
   std::lock_guard<std::mutex> lock(e.mutex);
   return e.stream == nullptr || e.stream->done(e.seq);
 }
 
 void SimBackend::event_synchronize(int device, RawEvent event) {
   SimEvent& e = event_of(event, device, "event_synchronize");
+  if (e.shared != nullptr) {
+    const uint64_t generation = e.shared->last_recorded();
+    FERRY_CHECK_AS(DeviceError, !SimStream::on_worker_thread() || e.shared->done(generation),
+                   "sim:", device,
+                   ": event_synchronize: expected a host thread, but it was called from a host "
+                   "function running on a sim stream");
+    e.shared->wait(generation, "event_synchronize");
+    return;
+  }
   std::shared_ptr<SimStream> target;
   uint64_t seq = 0;
   {

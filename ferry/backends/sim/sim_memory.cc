@@ -176,16 +176,19 @@ void* SimMemory::allocate_pinned(size_t nbytes) {
   FERRY_CHECK_AS(OutOfMemoryError, p != MAP_FAILED, "sim: malloc_host(", nbytes,
                  " bytes) failed: ", std::strerror(errno));
   std::unique_lock<std::shared_mutex> lock(mutex_);
-  pinned_.emplace(reinterpret_cast<uintptr_t>(p), mapped);
+  pinned_.emplace(reinterpret_cast<uintptr_t>(p), PinnedRange{mapped, false});
   return p;
 }
 
 void SimMemory::release_pinned(void* ptr) {
   std::unique_lock<std::shared_mutex> lock(mutex_);
   const auto it = pinned_.find(reinterpret_cast<uintptr_t>(ptr));
-  FERRY_CHECK_AS(DeviceError, it != pinned_.end(),
-                 "sim: free_host: expected the start of a live pinned block, but got ", hex(ptr));
-  ::munmap(ptr, it->second);
+  FERRY_CHECK_AS(DeviceError, it != pinned_.end() && !it->second.registered,
+                 "sim: free_host: expected the start of a live pinned block, but got ", hex(ptr),
+                 it != pinned_.end() ? " (a range registered with host_register: unregister it "
+                                       "with host_unregister)"
+                                     : "");
+  ::munmap(ptr, it->second.size);
   pinned_.erase(it);
 }
 
@@ -195,7 +198,71 @@ bool SimMemory::is_pinned(const void* ptr, size_t nbytes) const {
   auto it = pinned_.upper_bound(address);
   if (it == pinned_.begin()) return false;
   --it;
-  return address - it->first < it->second && nbytes <= it->second - (address - it->first);
+  const size_t size = it->second.size;
+  return address - it->first < size && nbytes <= size - (address - it->first);
+}
+
+void SimMemory::register_host(void* ptr, size_t nbytes) {
+  const auto begin = reinterpret_cast<uintptr_t>(ptr);
+  FERRY_CHECK_AS(DeviceError, ptr != nullptr && nbytes > 0 && begin + nbytes > begin,
+                 "sim: host_register(", hex(ptr), ", ", nbytes,
+                 " bytes): expected a non-empty range of host memory, but got ",
+                 ptr == nullptr ? "a null pointer" : "an empty or wrapping range");
+  // msync fails with ENOMEM on unmapped pages: the range must be memory this process can use.
+  const uintptr_t page_begin = begin / page_size() * page_size();
+  const bool mapped = ::msync(reinterpret_cast<void*>(page_begin),
+                              round_to_pages(begin + nbytes - page_begin), MS_ASYNC) == 0;
+  FERRY_CHECK_AS(DeviceError, mapped, "sim: host_register(", hex(ptr), ", ", nbytes,
+                 " bytes): expected mapped host memory, but part of the range is not mapped");
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  // Device memory: any allocation starting before the end whose mapping reaches past the start.
+  auto device_it = allocations_.lower_bound(begin + nbytes);
+  if (device_it != allocations_.begin()) {
+    --device_it;
+    const Allocation& a = device_it->second;
+    FERRY_CHECK_AS(DeviceError, a.device_base + a.mapped <= begin, "sim: host_register(", hex(ptr),
+                   ", ", nbytes, " bytes): expected host memory, but the range overlaps ",
+                   "sim:", a.device, " device memory at ",
+                   hex(reinterpret_cast<void*>(a.device_base)));
+  }
+  auto it = pinned_.lower_bound(begin + nbytes);
+  if (it != pinned_.begin()) {
+    --it;
+    FERRY_CHECK_AS(DeviceError, it->first + it->second.size <= begin, "sim: host_register(",
+                   hex(ptr), ", ", nbytes,
+                   " bytes): expected memory not pinned yet, but the range overlaps ",
+                   it->second.registered ? "the registered range " : "the malloc_host block ",
+                   hex(reinterpret_cast<void*>(it->first)), " of ", it->second.size, " bytes");
+  }
+  pinned_.emplace(begin, PinnedRange{nbytes, true});
+}
+
+void SimMemory::unregister_host(void* ptr) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  const auto it = pinned_.find(reinterpret_cast<uintptr_t>(ptr));
+  FERRY_CHECK_AS(DeviceError, it != pinned_.end() && it->second.registered,
+                 "sim: host_unregister: expected the start of a range registered with "
+                 "host_register, but got ",
+                 hex(ptr),
+                 it == pinned_.end() ? ", which is not the start of a registered range"
+                                     : ", a malloc_host block (free it with free_host)");
+  pinned_.erase(it);
+}
+
+std::pair<void*, size_t> SimMemory::range_of(int device, const void* ptr) const {
+  const auto address = reinterpret_cast<uintptr_t>(ptr);
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  const Allocation* a = find(address);
+  FERRY_CHECK_AS(DeviceError, a != nullptr && address - a->device_base < a->requested,
+                 "sim:", device,
+                 ": memory_range: expected an address inside a live allocation of sim:", device,
+                 ", but ", hex(ptr),
+                 a == nullptr ? " is not inside any sim allocation"
+                              : " lies past the end of the allocation it follows");
+  FERRY_CHECK_AS(DeviceError, a->device == device, "sim:", device,
+                 ": memory_range: expected an address inside a live allocation of sim:", device,
+                 ", but ", hex(ptr), " belongs to sim:", a->device);
+  return {reinterpret_cast<void*>(a->device_base), a->requested};
 }
 
 IpcHandle SimMemory::export_handle(int device, void* ptr) const {

@@ -13,6 +13,7 @@
 #include <map>
 #include <shared_mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ferry/device/ipc_handle.h"
@@ -64,8 +65,15 @@ class SimMemory {
 
   void* allocate_pinned(size_t nbytes);
   void release_pinned(void* ptr);
-  // Whether [ptr, ptr + nbytes) lies inside one pinned block.
+  // Whether [ptr, ptr + nbytes) lies inside one pinned block or registered range.
   bool is_pinned(const void* ptr, size_t nbytes = 1) const;
+  // Records host memory the sim did not allocate as pinned (host_register): the range must be
+  // mapped, non-empty, outside sim device memory and disjoint from every pinned block and
+  // registered range. unregister_host takes exactly a registered range's start.
+  void register_host(void* ptr, size_t nbytes);
+  void unregister_host(void* ptr);
+  // The allocation of `device` (own or imported) holding `ptr`: [base, base + requested size).
+  std::pair<void*, size_t> range_of(int device, const void* ptr) const;
 
   IpcHandle export_handle(int device, void* ptr) const;
   void* import_handle(const IpcHandle& handle);
@@ -78,7 +86,11 @@ class SimMemory {
 
   mutable std::shared_mutex mutex_;
   std::map<uintptr_t, Allocation> allocations_;  // by device_base
-  std::map<uintptr_t, size_t> pinned_;           // base -> mapped size
+  struct PinnedRange {
+    size_t size = 0;          // malloc_host: the mapped size; registered: the size given
+    bool registered = false;  // host_register (not ours to unmap) rather than malloc_host
+  };
+  std::map<uintptr_t, PinnedRange> pinned_;  // by base
   std::vector<size_t> used_ = std::vector<size_t>(kMaxSimDevices, 0);
 };
 

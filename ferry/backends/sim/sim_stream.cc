@@ -185,6 +185,19 @@ void SimStream::execute(SimOp& op) {
     case SimOp::Kind::kWait:
       op.wait_for->wait(op.wait_seq);
       break;
+    case SimOp::Kind::kSignal:
+      op.shared_event->complete(op.wait_seq);
+      break;
+    case SimOp::Kind::kWaitShared:
+      // A recorder that died with the record pending: the wait ends, and the stream's next
+      // synchronize reports why.
+      try {
+        op.shared_event->wait(op.wait_seq, "stream_wait_event");
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (error_.empty()) error_ = e.what();
+      }
+      break;
     case SimOp::Kind::kHost:
       try {
         op.host();

@@ -20,6 +20,8 @@
 #include <string>
 #include <thread>
 
+#include "ferry/backends/sim/sim_shared_event.h"
+
 namespace ferry::sim::detail {
 
 class SimStream;
@@ -42,10 +44,13 @@ struct SimEvent {
   uint64_t seq = 0;                   // complete once stream->completed() >= seq
   uint64_t stamped_seq = 0;           // the record that `time` belongs to (timing events)
   std::chrono::steady_clock::time_point time;
+  // Interprocess events keep their completion state here (stream and seq stay unused).
+  std::shared_ptr<SharedEventState> shared;
 };
 
 struct SimOp {
-  enum class Kind : uint8_t { kCopy, kFill, kMark, kWait, kHost };
+  // kSignal publishes an interprocess event's generation; kWaitShared waits for one.
+  enum class Kind : uint8_t { kCopy, kFill, kMark, kWait, kHost, kSignal, kWaitShared };
   Kind kind = Kind::kCopy;
   uint8_t device_sides = 0;  // kDstIsDevice | kSrcIsDevice, for ThreadSanitizer builds
   int value = 0;
@@ -56,8 +61,9 @@ struct SimOp {
   std::chrono::nanoseconds cost{0};     // simulated transfer time (latency + bytes/bandwidth)
   std::shared_ptr<SimStream> wait_for;  // kWait: the stream and position to wait for
   uint64_t wait_seq = 0;
-  std::shared_ptr<SimEvent> event;  // kMark: the timing event to stamp
-  std::function<void()> host;       // kHost
+  std::shared_ptr<SimEvent> event;                 // kMark: the timing event to stamp
+  std::function<void()> host;                      // kHost
+  std::shared_ptr<SharedEventState> shared_event;  // kSignal, kWaitShared (generation: wait_seq)
 };
 
 class SimStream : public std::enable_shared_from_this<SimStream> {
