@@ -343,15 +343,16 @@ InferResult SwitchingHandler::handle(const InferRequest& request) {
       }
     }
     DeviceState& device = *device_states_[d];
-    device.busy = true;
-    state.running += 1;
     if (!state.device) {
-      switching = true;
+      // Before anything is marked: if no room can be made, nothing is left half done.
       evicted = make_room_locked(d, model.weight_bytes());
+      switching = true;
       state.device = d;
       device.used += model.weight_bytes();
       switch_count_ += 1;
     }
+    device.busy = true;
+    state.running += 1;
   }
   const auto t1 = HandlerClock::now();
   result.timings.queue_ms = handler_ms_between(t0, t1);
