@@ -213,16 +213,16 @@ TEST_F(SwitchServe, SwitchedOutputsEqualTheModelRunDirectlyAfterEvictions) {
   // model in again.
   serve({"a", "text", "vision", "wide"}, {Device("sim:0")}, bytes_of("vision"));
   Client client(server->socket_path());
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 2; ++round) {
     for (const char* name : {"vision", "a", "text", "wide"}) {
       expect_direct_outputs(client, name, gen);
     }
   }
-  // Every model was evicted and switched in again in each round.
+  // Every model was evicted and switched in again in the second round.
   const std::vector<std::string> switched = switched_models();
   std::map<std::string, int> count;
   for (const std::string& name : switched) ++count[name];
-  EXPECT_EQ(count["vision"], 3);
+  EXPECT_EQ(count["vision"], 2);
   EXPECT_GE(count["a"], 2);
   EXPECT_GE(count["text"], 2);
   EXPECT_GE(count["wide"], 2);
