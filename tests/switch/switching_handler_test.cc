@@ -182,9 +182,13 @@ class SwitchServe : public ::testing::Test {
   void expect_direct_outputs(Client& client, const std::string& name, Generator& gen) {
     const std::vector<NamedTensor> inputs = request_for(model(name), gen);
     const InferResult r = client.infer(name, inputs);
-    auto& direct = direct_models[name];
-    if (!direct) direct = std::make_unique<DirectModel>(model(name));
-    const std::vector<Tensor> expected = direct->run(inputs);
+    std::vector<Tensor> expected;
+    {
+      std::lock_guard lock(direct_mutex);  // clients on several threads share the cache
+      auto& direct = direct_models[name];
+      if (!direct) direct = std::make_unique<DirectModel>(model(name));
+      expected = direct->run(inputs);
+    }
     ASSERT_EQ(r.outputs.size(), expected.size()) << name;
     for (size_t i = 0; i < expected.size(); ++i) {
       EXPECT_TRUE(same_tensor(r.outputs[i].tensor, expected[i])) << name << " output " << i;
@@ -201,6 +205,7 @@ class SwitchServe : public ::testing::Test {
   ServeConfig config;
   std::shared_ptr<SwitchingHandler> handler;
   std::unique_ptr<Server> server;
+  std::mutex direct_mutex;
   std::map<std::string, std::unique_ptr<DirectModel>> direct_models;
   std::mutex events_mutex;
   std::vector<SwitchEvent> events;
