@@ -1,19 +1,19 @@
 // `ferry client`: sends a safetensors file's tensors to a `ferry serve` model and saves the
 // outputs, printing the server's timings; with --load N --clients K, K threads send N requests
-// in all and the latency percentiles and throughput are printed. Exit status 1 when a request
-// fails (the server's error code and message are printed).
+// in all and the latency percentiles and throughput are printed. --models a,b,c with --zipf S
+// draws each request's model Zipf-distributed from a printed seed (load_generator.h). Exit
+// status 1 when a request fails (the server's error code and message are printed).
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <memory>
-#include <mutex>
-#include <thread>
+#include <random>
 
 #include "ferry/nn/safetensors.h"
 #include "ferry/switch/client.h"
+#include "ferry/switch/load_generator.h"
 #include "tools/command.h"
 
 namespace ferry::tools {
@@ -26,7 +26,11 @@ struct ClientCommandOptions {
   std::string socket;
   int tcp_port = -1;
   std::string model;
-  std::string input;
+  std::string models;  // load test: comma-separated, drawn Zipf-distributed
+  double zipf = 1.0;
+  uint64_t seed = 0;
+  bool seed_given = false;
+  std::vector<std::string> input;
   std::string output;
   int64_t deadline_ms = 0;
   int64_t timeout_ms = 10000;
@@ -76,57 +80,50 @@ int run_once(const ClientCommandOptions& o, const std::vector<NamedTensor>& inpu
   return 0;
 }
 
-int run_load(const ClientCommandOptions& o, const std::vector<NamedTensor>& inputs) {
-  FERRY_CHECK(o.clients >= 1 && o.clients <= 1024, "--clients: expected 1 to 1024, but got ",
-              o.clients);
-  std::atomic<int64_t> next{0};
-  std::atomic<int64_t> failures{0};
-  std::mutex mutex;
-  std::vector<double> latencies;
-  std::string first_error;
-  const auto start = Clock::now();
-  std::vector<std::thread> threads;
-  for (int c = 0; c < o.clients; ++c) {
-    threads.emplace_back([&] {
-      std::vector<double> mine;
-      try {
-        Client client = connect(o);
-        while (next.fetch_add(1) < o.load) {
-          const auto t0 = Clock::now();
-          try {
-            client.infer(o.model, inputs, std::chrono::milliseconds(o.deadline_ms));
-            mine.push_back(ms(Clock::now() - t0));
-          } catch (const Error& e) {
-            ++failures;
-            std::lock_guard lock(mutex);
-            if (first_error.empty()) first_error = e.what();
-          }
-        }
-      } catch (const Error& e) {
-        ++failures;
-        std::lock_guard lock(mutex);
-        if (first_error.empty()) first_error = e.what();
-      }
-      std::lock_guard lock(mutex);
-      latencies.insert(latencies.end(), mine.begin(), mine.end());
-    });
+std::vector<std::string> split_names(const std::string& list) {
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string name = list.substr(start, comma - start);
+    FERRY_CHECK(!name.empty(),
+                "--models: expected a comma-separated list such as a,b,c, but got \"", list, "\"");
+    names.push_back(name);
+    start = comma + 1;
   }
-  for (auto& t : threads) t.join();
-  const double seconds = ms(Clock::now() - start) / 1000;
-  std::sort(latencies.begin(), latencies.end());
-  const auto pct = [&](double p) {
-    if (latencies.empty()) return 0.0;
-    const size_t i = std::min(latencies.size() - 1,
-                              static_cast<size_t>(p * static_cast<double>(latencies.size())));
-    return latencies[i];
-  };
-  std::cout << std::fixed << std::setprecision(3) << "requests: " << latencies.size() << " ok, "
-            << failures.load() << " failed, " << o.clients << " clients\n"
-            << "latency: p50 " << pct(0.50) << " ms, p99 " << pct(0.99) << " ms\n"
-            << "throughput: " << (seconds > 0 ? static_cast<double>(latencies.size()) / seconds : 0)
-            << " requests/s\n";
-  if (failures.load() > 0) {
-    std::cerr << "ferry client: first failure: " << first_error << "\n";
+  return names;
+}
+
+int run_load_command(const ClientCommandOptions& o,
+                     const std::vector<std::vector<NamedTensor>>& inputs) {
+  LoadSpec spec;
+  spec.models = o.models.empty() ? std::vector<std::string>{o.model} : split_names(o.models);
+  spec.inputs = inputs;
+  spec.requests = o.load;
+  spec.clients = o.clients;
+  spec.zipf = o.models.empty() ? 0.0 : o.zipf;
+  spec.seed = o.seed_given ? o.seed : std::random_device{}();
+  spec.deadline_ms = static_cast<uint32_t>(o.deadline_ms);
+  if (spec.models.size() > 1) {
+    std::cout << "models: " << o.models << ", zipf " << spec.zipf << ", seed " << spec.seed
+              << " (replay with --seed " << spec.seed << ")\n";
+  }
+  // new from the prvalue: Client cannot move (it holds a mutex).
+  const LoadReport r =
+      run_load(spec, [&] { return std::unique_ptr<Client>(new Client(connect(o))); });
+  std::cout << std::fixed << std::setprecision(3) << "requests: " << r.ok << " ok, " << r.failed
+            << " failed, " << o.clients << " clients\n"
+            << "latency: p50 " << r.p50_ms << " ms, p99 " << r.p99_ms << " ms\n"
+            << "throughput: " << r.requests_per_s << " requests/s\n";
+  if (spec.models.size() > 1) {
+    std::cout << "per model:";
+    for (size_t m = 0; m < spec.models.size(); ++m) {
+      std::cout << " " << spec.models[m] << " " << r.per_model[m];
+    }
+    std::cout << "\n";
+  }
+  if (r.failed > 0) {
+    std::cerr << "ferry client: first failure: " << r.first_error << "\n";
     return 1;
   }
   return 0;
@@ -134,9 +131,16 @@ int run_load(const ClientCommandOptions& o, const std::vector<NamedTensor>& inpu
 
 int run_client(const ClientCommandOptions& o) {
   FERRY_CHECK(!o.socket.empty() || o.tcp_port >= 0, "ferry client: expected --socket or --tcp");
-  const std::vector<NamedTensor> inputs = read_inputs(o.input);
+  FERRY_CHECK(o.model.empty() != o.models.empty(),
+              "ferry client: expected --model, or --models with --load, but got ",
+              o.model.empty() ? "neither" : "both");
+  FERRY_CHECK(o.models.empty() || o.load > 0, "ferry client: --models needs --load N");
+  std::vector<std::vector<NamedTensor>> inputs;
+  for (const std::string& path : o.input) inputs.push_back(read_inputs(path));
+  FERRY_CHECK(o.load > 0 || inputs.size() == 1,
+              "ferry client: expected one --input for one request, but got ", inputs.size());
   try {
-    return o.load > 0 ? run_load(o, inputs) : run_once(o, inputs);
+    return o.load > 0 ? run_load_command(o, inputs) : run_once(o, inputs[0]);
   } catch (const SwitchError& e) {
     std::cerr << "ferry client: " << e.what() << "\n";
     return 1;
@@ -151,8 +155,11 @@ FERRY_REGISTER_COMMAND(
       auto o = std::make_shared<ClientCommandOptions>();
       sub.add_option("--socket", o->socket, "The server's socket file");
       sub.add_option("--tcp", o->tcp_port, "Connect to 127.0.0.1:PORT instead");
-      sub.add_option("--model", o->model, "The model's name (models.toml)")->required();
-      sub.add_option("--input", o->input, "A safetensors file with the model's inputs")->required();
+      sub.add_option("--model", o->model, "The model's name (models.toml)");
+      sub.add_option("--input", o->input,
+                     "A safetensors file with the model's inputs (with --models: one for all "
+                     "models, or one per model in order)")
+          ->required();
       sub.add_option("--output", o->output, "Save the outputs to this safetensors file");
       sub.add_option("--deadline-ms", o->deadline_ms, "The request's deadline (0: none)")
           ->capture_default_str();
@@ -160,6 +167,13 @@ FERRY_REGISTER_COMMAND(
       sub.add_option("--load", o->load, "Send this many requests in all (a load test)");
       sub.add_option("--clients", o->clients, "Load test: concurrent connections")
           ->capture_default_str();
+      sub.add_option("--models", o->models,
+                     "Load test: models a,b,c,... each request's drawn Zipf-distributed");
+      sub.add_option("--zipf", o->zipf, "Load test: the Zipf exponent (0: uniform)")
+          ->capture_default_str();
+      sub.add_option("--seed", o->seed,
+                     "Load test: the seed of the model draws (default: random, printed)")
+          ->each([o](const std::string&) { o->seed_given = true; });
       return [o] { return run_client(*o); };
     });
 

@@ -1,5 +1,6 @@
 // `ferry serve`: serves the models of a models.toml over a Unix socket (and optionally loopback
-// TCP) with ferry/switch's Server and LocalHandler, until SIGTERM or SIGINT, then stops
+// TCP) with ferry/switch's Server and SwitchingHandler (a resident-model cache per device, models
+// switched in pipelined on a miss; `-v` logs each switch), until SIGTERM or SIGINT, then stops
 // accepting, drains the requests in flight and exits 0. The signal is caught by a handler that
 // only writes to a pipe, so it works whichever thread the kernel delivers it to.
 #include <fcntl.h>
@@ -13,9 +14,9 @@
 #include <iostream>
 #include <memory>
 
-#include "ferry/switch/local_handler.h"
 #include "ferry/switch/model_config.h"
 #include "ferry/switch/server.h"
+#include "ferry/switch/switching_handler.h"
 #include "tools/command.h"
 
 namespace ferry::tools {
@@ -40,6 +41,11 @@ struct ServeOptions {
   int64_t read_timeout_ms = 10000;
   int64_t idle_timeout_ms = 60000;
   uint64_t max_frame_bytes = uint64_t{1} << 30;
+  uint64_t resident_bytes = 0;
+  int64_t profile_batch = 1;
+  int64_t profile_image_size = 224;
+  int64_t profile_seq_len = 128;
+  int verbose = 0;
 };
 
 int run_serve(const ServeOptions& o) {
@@ -55,7 +61,19 @@ int run_serve(const ServeOptions& o) {
 
   const ServeConfig config = parse_models_toml_file(o.models);
   const std::vector<Device> devices = parse_device_list(o.devices);
-  auto handler = std::make_shared<LocalHandler>(config, devices);
+  SwitchingOptions switching;
+  switching.resident_bytes = o.resident_bytes;
+  switching.profile_shape = {o.profile_batch, o.profile_image_size, o.profile_seq_len};
+  if (o.verbose > 0) {
+    switching.on_switch = [](const SwitchEvent& e) {
+      std::string evicted;
+      for (const std::string& name : e.evicted) evicted += (evicted.empty() ? "" : ",") + name;
+      std::printf("ferry serve: switch %s -> %s, %zu groups, evicted [%s], %.2f ms\n",
+                  e.model.c_str(), e.device.str().c_str(), e.groups, evicted.c_str(), e.ms);
+      std::fflush(stdout);
+    };
+  }
+  auto handler = std::make_shared<SwitchingHandler>(config, devices, switching);
   ServerOptions options;
   options.socket_path = o.socket;
   for (unsigned uid : o.allow_uids) options.allowed_uids.push_back(static_cast<uid_t>(uid));
@@ -72,8 +90,15 @@ int run_serve(const ServeOptions& o) {
   std::cout << "ferry serve: listening on " << server.socket_path();
   if (server.tcp_port() != 0) std::cout << " and 127.0.0.1:" << server.tcp_port();
   std::cout << "\n";
+  for (const Device& device : handler->devices()) {
+    std::cout << "  " << device << ": resident capacity " << handler->resident_capacity(device)
+              << " bytes\n";
+  }
   for (const std::string& name : handler->model_names()) {
-    std::cout << "  model " << name << " on " << handler->device_of(name) << "\n";
+    const auto resident = handler->resident_device(name);
+    std::cout << "  model " << name << " (" << handler->weight_bytes(name) << " bytes) "
+              << (resident ? "resident on " + resident->str() : std::string("not resident"))
+              << "\n";
   }
   std::cout << std::flush;
   char byte = 0;
@@ -97,7 +122,8 @@ FERRY_REGISTER_COMMAND(
     "drains and stops",
     [](CLI::App& sub) -> std::function<int()> {
       auto o = std::make_shared<ServeOptions>();
-      sub.add_option("--devices", o->devices, "Devices, e.g. sim:0,sim:1 (models round-robin)")
+      sub.add_option("--devices", o->devices,
+                     "Devices, e.g. sim:0,sim:1 (models start round-robin while they fit)")
           ->capture_default_str();
       sub.add_option("--models", o->models, "The models.toml file")->required();
       sub.add_option("--socket", o->socket,
@@ -116,6 +142,21 @@ FERRY_REGISTER_COMMAND(
           ->capture_default_str();
       sub.add_option("--max-frame-bytes", o->max_frame_bytes, "Largest request frame accepted")
           ->capture_default_str();
+      sub.add_option("--resident-bytes", o->resident_bytes,
+                     "Device memory per device for resident model weights (0: 80% of its free "
+                     "memory at startup)")
+          ->capture_default_str();
+      sub.add_option("--profile-batch", o->profile_batch,
+                     "Batch of the example input each model is profiled on at startup")
+          ->capture_default_str();
+      sub.add_option("--profile-image-size", o->profile_image_size,
+                     "ResNets are profiled on [batch, 3, size, size]")
+          ->capture_default_str();
+      sub.add_option("--profile-seq-len", o->profile_seq_len,
+                     "BERTs are profiled on [batch, seq-len] token ids")
+          ->capture_default_str();
+      sub.add_flag("-v,--verbose", o->verbose,
+                   "Log each switch (model, device, groups, evicted, ms)");
       return [o] { return run_serve(*o); };
     });
 

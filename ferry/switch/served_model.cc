@@ -4,8 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "ferry/autograd/grad_mode.h"
-#include "ferry/nn/models.h"
+#include "ferry/nn/models/bert.h"
 
 namespace ferry::switch_ {
 namespace {
@@ -29,106 +28,10 @@ std::string describe(ScalarType dtype, const std::vector<int64_t>& shape) {
   throw SwitchError(ErrorCode::bad_input, message);
 }
 
-class MlpModel : public ServedModel {
- public:
-  MlpModel(const ModelConfig& c) {
-    nn::models::MLPOptions options;
-    options.activation = c.activation;
-    options.seed = c.seed;
-    net_ = nn::models::mlp(c.in_features, c.hidden, c.out_features, options);
-    module_ = net_.ptr();
-    inputs_ = {{"x", kFloat32, {-1, c.in_features}}};
-  }
-  std::vector<NamedTensor> run(const std::vector<Tensor>& in) override {
-    return {{"y", net_->forward(in[0])}};
-  }
-
- private:
-  nn::Sequential net_{nullptr};
-};
-
-class ResNetModel : public ServedModel {
- public:
-  ResNetModel(const ModelConfig& c) {
-    nn::models::ResNetOptions options;
-    options.num_classes = c.num_classes;
-    options.seed = c.seed;
-    const std::string& a = c.arch;
-    net_ = a == "resnet18"    ? nn::models::resnet18(options)
-           : a == "resnet34"  ? nn::models::resnet34(options)
-           : a == "resnet50"  ? nn::models::resnet50(options)
-           : a == "resnet101" ? nn::models::resnet101(options)
-                              : nn::models::resnet152(options);
-    module_ = net_.ptr();
-    inputs_ = {{"x", kFloat32, {-1, 3, -1, -1}}};
-  }
-  std::vector<NamedTensor> run(const std::vector<Tensor>& in) override {
-    return {{"logits", net_->forward(in[0])}};
-  }
-
- private:
-  nn::models::ResNet net_{nullptr};
-};
-
-class BertServedModel : public ServedModel {
- public:
-  BertServedModel(const ModelConfig& c) {
-    nn::models::BertConfig config = c.arch == "bert-base" ? nn::models::BertConfig{} : c.bert;
-    config.seed = c.seed;
-    net_ = nn::models::bert(config);
-    module_ = net_.ptr();
-    inputs_ = {{"input_ids", kInt64, {-1, -1}},
-               {"attention_mask", kInt64, {-1, -1}, true},
-               {"token_type_ids", kInt64, {-1, -1}, true}};
-  }
-  std::vector<NamedTensor> run(const std::vector<Tensor>& in) override {
-    const auto opt = [](const Tensor& t) {
-      return t.defined() ? std::optional<Tensor>(t) : std::nullopt;
-    };
-    nn::models::BertOutput out = net_->forward(in[0], opt(in[1]), opt(in[2]));
-    std::vector<NamedTensor> outputs = {{"last_hidden_state", out.last_hidden_state}};
-    if (out.pooler_output.defined()) outputs.push_back({"pooler_output", out.pooler_output});
-    return outputs;
-  }
-  void check_values(const std::string& model, const std::vector<Tensor>& in) const override {
-    const auto& cfg = net_->config;
-    const Tensor& ids = in[0];
-    if (ids.size(0) < 1 || ids.size(1) < 1 || ids.size(1) > cfg.max_position_embeddings) {
-      bad_input(detail::str_cat("model '", model, "' input 'input_ids': expected [batch >= 1, ",
-                                "1 <= sequence <= ", cfg.max_position_embeddings, "], but got [",
-                                ids.size(0), ", ", ids.size(1), "]"));
-    }
-    const auto in_range = [&](const Tensor& t, const char* name, int64_t limit) {
-      if (!t.defined()) return;
-      if (t.sizes().vec() != ids.sizes().vec()) {
-        bad_input(detail::str_cat("model '", model, "' input '", name,
-                                  "': expected the shape of input_ids, ",
-                                  describe(kInt64, ids.sizes().vec()), ", but got ",
-                                  describe(t.dtype(), t.sizes().vec())));
-      }
-      const Tensor c = t.contiguous();
-      const int64_t* p = c.data_ptr<int64_t>();
-      for (int64_t i = 0; i < c.numel(); ++i) {
-        if (p[i] < 0 || p[i] >= limit) {
-          bad_input(detail::str_cat("model '", model, "' input '", name,
-                                    "': expected values in [0, ", limit, "), but element ", i,
-                                    " is ", p[i]));
-        }
-      }
-    };
-    in_range(ids, "input_ids", cfg.vocab_size);
-    in_range(in[1], "attention_mask", 2);
-    in_range(in[2], "token_type_ids", cfg.type_vocab_size);
-  }
-
- private:
-  nn::models::BertModel net_{nullptr};
-};
-
 }  // namespace
 
-std::vector<Tensor> ServedModel::match_inputs(const std::string& model,
-                                              const std::vector<NamedTensor>& given) const {
+std::vector<Tensor> ServedModel::match_inputs(const std::vector<NamedTensor>& given) const {
+  const std::string& model = name_;
   std::vector<Tensor> matched(inputs_.size());
   std::string expected_names;
   for (const auto& spec : inputs_) {
@@ -179,25 +82,101 @@ std::vector<Tensor> ServedModel::match_inputs(const std::string& model,
   return matched;
 }
 
-std::unique_ptr<ServedModel> build_served_model(const ModelConfig& config, Device device) {
-  std::unique_ptr<ServedModel> model;
-  if (config.arch == "mlp") {
-    model = std::make_unique<MlpModel>(config);
-  } else if (config.arch.rfind("resnet", 0) == 0) {
-    model = std::make_unique<ResNetModel>(config);
-  } else if (config.arch == "bert" || config.arch == "bert-base") {
-    model = std::make_unique<BertServedModel>(config);
-  } else {
+namespace {
+
+ZooOptions zoo_options_of(const ModelConfig& c, ZooInputShape shape) {
+  ZooOptions o;
+  o.seed = c.seed;
+  o.shape = shape;
+  o.num_classes = c.num_classes;
+  o.bert = c.bert;
+  o.mlp_in_features = c.in_features;
+  o.mlp_hidden = c.hidden;
+  o.mlp_out_features = c.out_features;
+  o.mlp_activation = c.activation;
+  return o;
+}
+
+std::vector<InputSpec> input_specs_of(const ModelConfig& c) {
+  if (c.arch == "mlp") return {{"x", kFloat32, {-1, c.in_features}}};
+  if (c.arch.rfind("resnet", 0) == 0) return {{"x", kFloat32, {-1, 3, -1, -1}}};
+  return {{"input_ids", kInt64, {-1, -1}},
+          {"attention_mask", kInt64, {-1, -1}, true},
+          {"token_type_ids", kInt64, {-1, -1}, true}};
+}
+
+}  // namespace
+
+ServedModel::ServedModel(const ModelConfig& config, ZooInputShape example_shape)
+    : name_(config.name) {
+  if (config.arch != "mlp" && config.arch != "bert" && config.arch != "bert-base" &&
+      config.arch.rfind("resnet", 0) != 0) {
     throw ConfigError(
         detail::str_cat("model '", config.name, "': unknown arch \"", config.arch, "\""));
   }
-  if (!config.weights.empty()) {
-    model->module().load(config.weights, device, /*strict=*/true);
+  zoo_ = make_zoo_model(config.arch, zoo_options_of(config, example_shape));
+  inputs_ = input_specs_of(config);
+  if (!config.weights.empty()) zoo_.module->load(config.weights, Device(kCPU), /*strict=*/true);
+  zoo_.module->eval();
+  image_ = std::make_unique<ModelImage>(zoo_.layers);
+}
+
+void ServedModel::check_values(const std::vector<Tensor>& in) const {
+  if (!zoo_.bert_inputs) return;
+  const std::string& model = name_;
+  const auto& cfg = std::static_pointer_cast<nn::models::BertModelImpl>(zoo_.module)->config;
+  const Tensor& ids = in[0];
+  if (ids.size(0) < 1 || ids.size(1) < 1 || ids.size(1) > cfg.max_position_embeddings) {
+    bad_input(detail::str_cat("model '", model, "' input 'input_ids': expected [batch >= 1, ",
+                              "1 <= sequence <= ", cfg.max_position_embeddings, "], but got [",
+                              ids.size(0), ", ", ids.size(1), "]"));
   }
-  model->module().to(device);
-  model->module().eval();
-  model->device_ = device;
-  return model;
+  const auto in_range = [&](const Tensor& t, const char* name, int64_t limit) {
+    if (!t.defined()) return;
+    if (t.sizes().vec() != ids.sizes().vec()) {
+      bad_input(detail::str_cat(
+          "model '", model, "' input '", name, "': expected the shape of input_ids, ",
+          describe(kInt64, ids.sizes().vec()), ", but got ", describe(t.dtype(), t.sizes().vec())));
+    }
+    const Tensor c = t.contiguous();
+    const int64_t* p = c.data_ptr<int64_t>();
+    for (int64_t i = 0; i < c.numel(); ++i) {
+      if (p[i] < 0 || p[i] >= limit) {
+        bad_input(detail::str_cat("model '", model, "' input '", name, "': expected values in [0, ",
+                                  limit, "), but element ", i, " is ", p[i]));
+      }
+    }
+  };
+  in_range(ids, "input_ids", cfg.vocab_size);
+  in_range(in[1], "attention_mask", 2);
+  in_range(in[2], "token_type_ids", cfg.type_vocab_size);
+}
+
+Tensor ServedModel::begin_run(const std::vector<Tensor>& device_inputs) {
+  if (zoo_.bert_inputs) {
+    zoo_.bert_inputs->attention_mask = device_inputs[1];
+    zoo_.bert_inputs->token_type_ids = device_inputs[2];
+  }
+  return device_inputs[0];
+}
+
+std::vector<NamedTensor> ServedModel::end_run(const Tensor& output) {
+  if (!zoo_.bert_inputs) {
+    return {{zoo_.mlp_in_features > 0 ? "y" : "logits", output}};
+  }
+  BertLayerInputs& state = *zoo_.bert_inputs;
+  std::vector<NamedTensor> outputs;
+  if (state.last_hidden_state.defined()) {
+    outputs = {{"last_hidden_state", state.last_hidden_state}, {"pooler_output", output}};
+  } else {
+    outputs = {{"last_hidden_state", output}};
+  }
+  state = BertLayerInputs{};
+  return outputs;
+}
+
+std::vector<NamedTensor> ServedModel::run(const std::vector<Tensor>& device_inputs) {
+  return end_run(run_layers(zoo_.layers, begin_run(device_inputs)));
 }
 
 }  // namespace ferry::switch_

@@ -1,7 +1,15 @@
-// A model-zoo model as the local handler serves it: built from a ModelConfig, its weights loaded,
-// on one device, in eval mode. It states the inputs it accepts (names, dtypes, shapes with free
-// dimensions) and checks a request's tensors against them before running, so a wrong input is a
+// A model as `ferry serve` holds it: built once from its ModelConfig through the model zoo
+// (make_zoo_model), its weights loaded (or seeded) and then moved into one pinned ModelImage, so
+// the host keeps exactly one copy and the model can be switched onto any device group by group.
+// It states the inputs it accepts (names, dtypes, shapes with free dimensions) and checks a
+// request's tensors against them before anything runs, so a wrong input is a
 // SwitchError(bad_input) naming what was expected and what was given, never a crash.
+//
+// A run goes through the model's switch layers: begin_run turns the request's inputs into the
+// first layer's input (for BERT it also hands the mask and token types to the layers), the layers
+// run (resident, or behind a pipelined switch_in), and end_run names the outputs. Running the
+// layers gives the model's own forward() bit for bit, so a switched model answers exactly what
+// the resident one does. One run at a time per model: the caller serializes them.
 #pragma once
 
 #include <memory>
@@ -11,7 +19,9 @@
 #include "ferry/core/device.h"
 #include "ferry/nn/module.h"
 #include "ferry/switch/model_config.h"
+#include "ferry/switch/model_image.h"
 #include "ferry/switch/types.h"
+#include "ferry/switch/zoo_model.h"
 
 namespace ferry::switch_ {
 
@@ -22,35 +32,44 @@ struct InputSpec {
   bool optional = false;
 };
 
-class ServedModel;
-std::unique_ptr<ServedModel> build_served_model(const ModelConfig& config, Device device);
-
 class ServedModel {
  public:
-  virtual ~ServedModel() = default;
+  // Builds `config`'s model on the CPU, loads its weights (strict) or seeds it, sets eval mode
+  // and moves the weights into a pinned image. `example_shape` is the shape of example_input
+  // (used to profile the model for the planner). Raises ConfigError or the loader's error.
+  explicit ServedModel(const ModelConfig& config, ZooInputShape example_shape = {});
+
+  const std::string& name() const { return name_; }
+  const std::string& arch() const { return zoo_.arch; }
   const std::vector<InputSpec>& inputs() const { return inputs_; }
-  nn::Module& module() { return *module_; }
-  Device device() const { return device_; }
+  nn::Module& module() { return *zoo_.module; }
+  const std::vector<SwitchLayer>& layers() const { return zoo_.layers; }
+  const ModelImage& image() const { return *image_; }
+  // Bytes of device memory the model's weights take when resident (its image).
+  size_t weight_bytes() const { return image_->nbytes(); }
+  // A random input for the first layer, of the example shape, on `device`.
+  Tensor example_input(Device device, uint64_t seed = 0) const {
+    return zoo_.example_input(device, seed);
+  }
 
   // The request's inputs in inputs()'s order (absent optional inputs undefined). A model with one
   // input takes a single tensor whatever its name. Raises SwitchError(bad_input).
-  std::vector<Tensor> match_inputs(const std::string& model_name,
-                                   const std::vector<NamedTensor>& given) const;
-  // Runs the model on inputs already on device() (from match_inputs, moved), under no-grad.
-  virtual std::vector<NamedTensor> run(const std::vector<Tensor>& inputs) = 0;
-  // Extra checks on values (token ids in range); inputs are still on the host.
-  virtual void check_values(const std::string& /*model_name*/,
-                            const std::vector<Tensor>& /*inputs*/) const {}
+  std::vector<Tensor> match_inputs(const std::vector<NamedTensor>& given) const;
+  // Checks on values (BERT: sequence length, token-id ranges); inputs are still on the host.
+  void check_values(const std::vector<Tensor>& inputs) const;
 
- protected:
-  friend std::unique_ptr<ServedModel> build_served_model(const ModelConfig&, Device);
+  // From match_inputs' tensors, moved to the device the weights are on: the first layer's input.
+  Tensor begin_run(const std::vector<Tensor>& device_inputs);
+  // The named outputs, from the last layer's output; forgets the run's state.
+  std::vector<NamedTensor> end_run(const Tensor& output);
+  // begin_run, every layer in order with the weights where they are, end_run.
+  std::vector<NamedTensor> run(const std::vector<Tensor>& device_inputs);
+
+ private:
+  std::string name_;
+  ZooModel zoo_;
   std::vector<InputSpec> inputs_;
-  std::shared_ptr<nn::Module> module_;
-  Device device_;
+  std::unique_ptr<ModelImage> image_;
 };
-
-// Builds `config`'s model, loads its weights (or seeds it), moves it to `device`, sets eval mode.
-// Raises ConfigError or the loader's error (naming the file) when that fails.
-std::unique_ptr<ServedModel> build_served_model(const ModelConfig& config, Device device);
 
 }  // namespace ferry::switch_

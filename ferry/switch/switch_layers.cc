@@ -45,22 +45,39 @@ std::vector<SwitchLayer> switch_layers(const nn::models::ResNet& model) {
   return layers;
 }
 
-std::vector<SwitchLayer> switch_layers(const nn::models::BertModel& model) {
+std::vector<SwitchLayer> switch_layers(const nn::models::BertModel& model,
+                                       std::shared_ptr<BertLayerInputs> inputs) {
   FERRY_CHECK(!model.is_empty(), "switch_layers: expected a BertModel, got an empty holder");
+  if (inputs == nullptr) inputs = std::make_shared<BertLayerInputs>();
   std::vector<SwitchLayer> layers;
   layers.push_back({"embeddings", model->embeddings.ptr(),
-                    [embeddings = model->embeddings.ptr()](const Tensor& ids) {
-                      return embeddings->forward(ids, std::nullopt);
+                    [embeddings = model->embeddings.ptr(), inputs](const Tensor& ids) {
+                      const Tensor& types = inputs->token_type_ids;
+                      Tensor hidden = embeddings->forward(
+                          ids, types.defined() ? std::optional<Tensor>(types) : std::nullopt);
+                      inputs->extended_mask = inputs->attention_mask.defined()
+                                                  ? nn::models::bert_extended_attention_mask(
+                                                        inputs->attention_mask, ids, hidden.dtype())
+                                                  : Tensor();
+                      return hidden;
                     }});
   const nn::ModuleList& encoder_layers = model->encoder->layer;
   for (size_t i = 0; i < encoder_layers->size(); ++i) {
     auto layer = std::dynamic_pointer_cast<nn::models::BertLayerImpl>(
         encoder_layers->ptr(static_cast<int64_t>(i)));
     FERRY_CHECK(layer != nullptr, "switch_layers: encoder.layer.", i, " is not a BertLayer");
-    layers.push_back({"encoder.layer." + std::to_string(i), layer,
-                      [layer](const Tensor& hidden) { return layer->forward(hidden, Tensor()); }});
+    layers.push_back(
+        {"encoder.layer." + std::to_string(i), layer, [layer, inputs](const Tensor& hidden) {
+           return layer->forward(hidden, inputs->extended_mask);
+         }});
   }
-  if (!model->pooler.is_empty()) layers.push_back(layer_of("pooler", model->pooler));
+  if (!model->pooler.is_empty()) {
+    layers.push_back({"pooler", model->pooler.ptr(),
+                      [pooler = model->pooler.ptr(), inputs](const Tensor& hidden) {
+                        inputs->last_hidden_state = hidden;
+                        return pooler->forward(hidden);
+                      }});
+  }
   return layers;
 }
 

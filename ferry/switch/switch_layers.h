@@ -5,9 +5,16 @@
 //
 // Granularity follows the model's own sequential structure, as PipeSwitch's groups do: a ResNet
 // is conv1, bn1, relu, maxpool, each residual block, avgpool and fc (ResNet-152: 4 + 50 + 2
-// layers); BERT is the embeddings, each encoder layer and the pooler (its output is the pooler's,
-// attention over every position); a Sequential is its children. Layers share the model's modules:
-// moving a layer's weights moves the model's.
+// layers); BERT is the embeddings, each encoder layer and the pooler; a Sequential is its
+// children.
+//
+// A layer takes one tensor, so BERT's other inputs travel beside it in a BertLayerInputs that its
+// layers share: the embeddings read the token types and turn the attention mask into the additive
+// mask (as BertModel::forward does), the encoder layers apply it, and the pooler leaves the last
+// hidden state there before it pools. Set it before running the layers and read it after; a
+// model's layers run one request at a time (the server guarantees it), so one per model suffices.
+// Without a mask, every position is attended (the output is the pooler's). Layers share the model's
+// modules: moving a layer's weights moves the model's.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +38,17 @@ struct SwitchLayer {
 };
 
 std::vector<SwitchLayer> switch_layers(const nn::models::ResNet& model);
-std::vector<SwitchLayer> switch_layers(const nn::models::BertModel& model);
+// BERT's inputs besides input_ids, and its second output, for one run of its layers.
+struct BertLayerInputs {
+  Tensor attention_mask;     // [B, S] 0/1 on the model's device, or undefined: attend everywhere
+  Tensor token_type_ids;     // [B, S] on the model's device, or undefined: all type 0
+  Tensor extended_mask;      // set by the embeddings layer from attention_mask
+  Tensor last_hidden_state;  // set by the pooler layer (the last encoder layer's output)
+};
+
+// Without `inputs`, the layers keep a private BertLayerInputs (no mask, type 0).
+std::vector<SwitchLayer> switch_layers(const nn::models::BertModel& model,
+                                       std::shared_ptr<BertLayerInputs> inputs = nullptr);
 std::vector<SwitchLayer> switch_layers(const nn::Sequential& model);
 
 // Runs the layers in order on `input`.

@@ -15,6 +15,8 @@
 #include "ferry/ferry.h"
 #include "ferry/nn/models.h"
 #include "ferry/nn/safetensors.h"
+#include "ferry/switch/model_config.h"
+#include "ferry/switch/served_model.h"
 #include "tests/support/tool.h"
 #include "tests/switch/switch_test_util.h"
 
@@ -129,6 +131,43 @@ TEST(SwitchCli, ServeAndClient) {
   EXPECT_THAT(log, HasSubstr("listening on"));
   EXPECT_THAT(log, HasSubstr("stopped after answering"));
   EXPECT_NE(::access(socket.c_str(), F_OK), 0) << "the socket file is removed";
+}
+
+TEST(SwitchCli, ServeSwitchesUnderAZipfLoad) {
+  FERRY_SKIP_WITHOUT_TOOL();
+  TempDir dir;
+  const std::string toml_text =
+      "[models.one]\narch = \"mlp\"\nin_features = 8\nhidden = [16]\nout_features = 3\n"
+      "[models.two]\narch = \"mlp\"\nin_features = 8\nhidden = [16]\nout_features = 3\n"
+      "seed = 2\n";
+  {
+    std::ofstream toml(dir.file("models.toml"));
+    toml << toml_text;
+  }
+  // Room for one of the two.
+  const uint64_t one = ServedModel(parse_models_toml(toml_text, "/").models[0]).weight_bytes();
+  TensorDict inputs;
+  inputs.insert("x", randn({2, 8}));
+  safetensors::save(dir.file("x.safetensors"), inputs);
+  const std::string socket = dir.file("run/ferry.sock");
+  ServeProcess serve({"--devices", "sim:0", "--models", dir.file("models.toml"), "--socket", socket,
+                      "--resident-bytes", std::to_string(one), "-v"},
+                     dir.file("serve.log"));
+  ASSERT_TRUE(serve.started());
+  ASSERT_TRUE(eventually([&] { return ::access(socket.c_str(), F_OK) == 0; }, 30s))
+      << read_file(dir.file("serve.log"));
+  auto load = ::ferry::testing::run_ferry_tool(
+      "client --socket '" + socket + "' --input '" + dir.file("x.safetensors") +
+      "' --load 20 --clients 2 --models one,two --zipf 0.5 --seed 3");
+  EXPECT_EQ(load.status, 0) << load.out;
+  EXPECT_THAT(load.out, HasSubstr("seed 3"));
+  EXPECT_THAT(load.out, HasSubstr("requests: 20 ok, 0 failed"));
+  EXPECT_THAT(load.out, HasSubstr("per model: one "));
+  EXPECT_EQ(serve.stop(SIGTERM, 20s), 0);
+  const std::string log = read_file(dir.file("serve.log"));
+  EXPECT_THAT(log, HasSubstr("resident capacity " + std::to_string(one) + " bytes"));
+  EXPECT_THAT(log, HasSubstr("switch two -> sim:0"));
+  EXPECT_THAT(log, HasSubstr("evicted [one]"));
 }
 
 TEST(SwitchCli, ServeRefusesABadConfig) {

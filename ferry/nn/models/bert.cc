@@ -150,23 +150,27 @@ BertModelImpl::BertModelImpl(BertConfig c) : config(std::move(c)) {
   }
 }
 
+Tensor bert_extended_attention_mask(const Tensor& attention_mask, const Tensor& input_ids,
+                                    ScalarType dtype) {
+  FERRY_CHECK_AS(ShapeError, attention_mask.sizes() == input_ids.sizes(),
+                 "BertModel: expected attention_mask of the input_ids' shape ", input_ids.sizes(),
+                 ", given ", attention_mask.sizes());
+  // [B, S] 1/0 -> [B, 1, 1, S]: 0 where attended, the dtype's lowest value where padded.
+  const double lowest = dtype == kFloat64    ? std::numeric_limits<double>::lowest()
+                        : dtype == kFloat16  ? -65504.0
+                        : dtype == kBFloat16 ? -3.3895313892515355e38
+                                             : std::numeric_limits<float>::lowest();
+  const Tensor m = attention_mask.to(dtype);
+  return m.neg().add(1.0).mul(lowest).unsqueeze(1).unsqueeze(1);
+}
+
 BertOutput BertModelImpl::forward(const Tensor& input_ids,
                                   const std::optional<Tensor>& attention_mask,
                                   const std::optional<Tensor>& token_type_ids) {
   const Tensor hidden = embeddings->forward(input_ids, token_type_ids);
-  Tensor mask;
-  if (attention_mask) {
-    FERRY_CHECK_AS(ShapeError, attention_mask->sizes() == input_ids.sizes(),
-                   "BertModel: expected attention_mask of the input_ids' shape ", input_ids.sizes(),
-                   ", given ", attention_mask->sizes());
-    // [B, S] 1/0 -> [B, 1, 1, S]: 0 where attended, the dtype's lowest value where padded.
-    const double lowest = hidden.dtype() == kFloat64    ? std::numeric_limits<double>::lowest()
-                          : hidden.dtype() == kFloat16  ? -65504.0
-                          : hidden.dtype() == kBFloat16 ? -3.3895313892515355e38
-                                                        : std::numeric_limits<float>::lowest();
-    const Tensor m = attention_mask->to(hidden.dtype());
-    mask = m.neg().add(1.0).mul(lowest).unsqueeze(1).unsqueeze(1);
-  }
+  const Tensor mask = attention_mask
+                          ? bert_extended_attention_mask(*attention_mask, input_ids, hidden.dtype())
+                          : Tensor();
   BertOutput out;
   out.last_hidden_state = encoder->forward(hidden, mask);
   if (pooler) out.pooler_output = pooler(out.last_hidden_state);

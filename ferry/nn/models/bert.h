@@ -118,6 +118,12 @@ class BertPoolerImpl : public Module {
 };
 FERRY_MODULE(BertPooler);
 
+// The additive mask BertModel::forward applies: attention_mask [B, S] of 0/1 (input_ids' shape,
+// else ShapeError) -> [B, 1, 1, S] of `dtype`, 0 where attended and the dtype's lowest value
+// where padded. Shared with the switch's BERT layers so both compute it identically.
+Tensor bert_extended_attention_mask(const Tensor& attention_mask, const Tensor& input_ids,
+                                    ScalarType dtype);
+
 struct BertOutput {
   Tensor last_hidden_state;  // [B, S, hidden]
   Tensor pooler_output;      // [B, hidden]; undefined without the pooling layer

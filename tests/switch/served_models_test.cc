@@ -11,9 +11,9 @@
 #include "ferry/nn/models.h"
 #include "ferry/nn/safetensors.h"
 #include "ferry/switch/client.h"
-#include "ferry/switch/local_handler.h"
 #include "ferry/switch/model_config.h"
 #include "ferry/switch/server.h"
+#include "ferry/switch/switching_handler.h"
 #include "tests/support/errors.h"
 #include "tests/switch/switch_test_util.h"
 
@@ -87,7 +87,11 @@ class SwitchLocal : public ::testing::Test {
  protected:
   void serve(const std::string& toml) {
     config = parse_models_toml(toml, dir.path());
-    handler = std::make_shared<LocalHandler>(config, std::vector<Device>{Device("sim:0")});
+    SwitchingOptions switching;
+    switching.profile_shape = {1, 32, 8};
+    switching.profile_repeats = 1;
+    handler =
+        std::make_shared<SwitchingHandler>(config, std::vector<Device>{Device("sim:0")}, switching);
     ServerOptions options;
     options.socket_path = dir.file("ferry.sock");
     server = std::make_unique<Server>(options, handler);
@@ -104,7 +108,7 @@ class SwitchLocal : public ::testing::Test {
 
   TempDir dir;
   ServeConfig config;
-  std::shared_ptr<LocalHandler> handler;
+  std::shared_ptr<SwitchingHandler> handler;
   std::unique_ptr<Server> server;
   std::unique_ptr<Client> client;
 };
