@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "bench/load_bench.h"
+#include "bench/switch_bench.h"  // switch_bench_sim_config
 #include "ferry/backends/sim/sim.h"
 #include "ferry/core/error.h"
 #include "ferry/core/generator.h"
@@ -110,13 +111,7 @@ int run_serve_bench(const ServeBenchOptions& o) {
   // The device count stays: pinned and pooled allocations outlive the setups, and the count can
   // change only while none is live.
   saved.devices = c.devices;
-  c.compute_rate = sim::parse_flop_rate(o.compute, "--compute");
-  c.compute_timing_only = c.compute_rate > 0;
-  c.bandwidth[static_cast<int>(sim::Link::HostToDevice)] =
-      sim::parse_bandwidth(o.bandwidth, "--bandwidth");
-  c.latency[static_cast<int>(sim::Link::HostToDevice)] =
-      sim::parse_duration(o.latency, "--latency");
-  sim::configure(c);
+  sim::configure(switch_bench_sim_config(c, o.compute, o.bandwidth, o.latency));
 
   ServeConfig config;
   for (size_t i = 0; i < archs.size(); ++i) {

@@ -205,6 +205,17 @@ void write_file(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+sim::SimConfig switch_bench_sim_config(sim::SimConfig base, const std::string& compute,
+                                       const std::string& bandwidth, const std::string& latency) {
+  base.compute_rate = sim::parse_flop_rate(compute, "--compute");
+  base.compute_timing_only = base.compute_rate > 0;
+  base.bandwidth[static_cast<int>(sim::Link::HostToDevice)] =
+      sim::parse_bandwidth(bandwidth, "--bandwidth");
+  base.latency[static_cast<int>(sim::Link::HostToDevice)] =
+      sim::parse_duration(latency, "--latency");
+  return base;
+}
+
 int run_switch_bench(const SwitchBenchOptions& o) {
   FERRY_CHECK(o.repeat >= 1, "bench-switch: expected --repeat >= 1, got ", o.repeat);
   FERRY_CHECK(o.batch >= 1, "bench-switch: expected --batch >= 1, got ", o.batch);
@@ -225,14 +236,7 @@ int run_switch_bench(const SwitchBenchOptions& o) {
   const int repeat = o.quick ? std::min(o.repeat, 3) : o.repeat;
 
   const sim::SimConfig saved = sim::config();
-  sim::SimConfig c = saved;
-  c.compute_rate = sim::parse_flop_rate(o.compute, "--compute");
-  c.compute_timing_only = c.compute_rate > 0;
-  c.bandwidth[static_cast<int>(sim::Link::HostToDevice)] =
-      sim::parse_bandwidth(o.bandwidth, "--bandwidth");
-  c.latency[static_cast<int>(sim::Link::HostToDevice)] =
-      sim::parse_duration(o.latency, "--latency");
-  sim::configure(c);
+  sim::configure(switch_bench_sim_config(saved, o.compute, o.bandwidth, o.latency));
 
   std::fprintf(out,
                "bench-switch: one sim device, link %s with %s per copy, compute %s "

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "ferry/backends/sim/sim.h"
+
 namespace ferry::bench {
 
 struct SwitchBenchOptions {
@@ -31,6 +33,12 @@ struct SwitchBenchOptions {
   std::string* json_text = nullptr;   // when set, also receives the JSON text (for --plot)
   std::string* trace_text = nullptr;  // when set, receives the Chrome trace (for --timeline)
 };
+
+// `base` with the switch benches' modelled hardware: the host-to-device link's bandwidth and
+// per-copy latency, and a timing-only compute rate ("0": real compute). Each string is in its
+// FERRY_SIM_* variable's format; a bad one raises ferry::Error naming the option.
+sim::SimConfig switch_bench_sim_config(sim::SimConfig base, const std::string& compute,
+                                       const std::string& bandwidth, const std::string& latency);
 
 // Runs the benchmark and prints the table; returns the process exit code (1 when a target is
 // missed, never with --quick).
