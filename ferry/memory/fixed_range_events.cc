@@ -133,11 +133,15 @@ bool FixedRangeResource::reclaim_other_streams(Lock& lock, StreamId stream) {
     b->owner = kIdle;
     free_.insert(b);
   }
-  // Idle blocks merge with any free neighbour: sweep the range once.
+  // Sweep the range once, merging free neighbours with the same owner, and idle blocks with
+  // blocks of `stream` (the result is `stream`'s: it may use both at once). An idle block is not
+  // merged into a block another stream still owns (as a free would): the allocation that asked
+  // for this reclaim looks for idle blocks and its own next, under the same lock.
+  const auto usable = [&](StreamId owner) { return owner == kIdle || owner == stream; };
   for (Block* b = head_; b != nullptr;) {
     Block* next = b->next;
     if (b->state == BlockState::kFree && next != nullptr && next->state == BlockState::kFree &&
-        (b->owner == next->owner || b->owner == kIdle || next->owner == kIdle)) {
+        (b->owner == next->owner || (usable(b->owner) && usable(next->owner)))) {
       free_.erase(b);
       free_.erase(next);
       if (b->owner == kIdle) b->owner = next->owner;
@@ -152,7 +156,8 @@ bool FixedRangeResource::reclaim_other_streams(Lock& lock, StreamId stream) {
     b = next;
   }
   if (error) std::rethrow_exception(error);
-  return !idle_now.empty();
+  // Waited for every owner: another round can take what they freed meanwhile.
+  return true;
 }
 
 }  // namespace ferry::memory

@@ -139,7 +139,11 @@ void* FixedRangeResource::do_allocate(size_t bytes, const Stream& stream) {
     check_open();
     block = find_free(id, size);
   }
-  if (block == nullptr && reclaim_other_streams(lock, id)) {
+  // Free blocks of other streams: wait for those streams and make the blocks idle. Blocks that
+  // other threads free while this one waits (unlocked) belong to their streams again, so take a
+  // few rounds before giving up.
+  for (int round = 0; block == nullptr && round < kReclaimRounds; ++round) {
+    if (!reclaim_other_streams(lock, id)) break;
     check_open();
     block = find_free(id, size);
   }

@@ -50,9 +50,12 @@ struct FixedRangeStats {
 //   then becomes S's;
 // - when nothing fits, the resource waits (with its lock released) for the pending recorded
 //   streams, then for the streams that own free blocks (an event recorded on each now), makes
-//   those blocks idle, merges them and retries; only then does it raise OutOfMemoryError;
-// - free neighbours merge unless they belong to two different streams (an idle block merges
-//   with anything, and the result belongs to the other block's stream, if any).
+//   those blocks idle, merges them and retries (up to kReclaimRounds times, as other threads
+//   may free blocks meanwhile); only then does it raise OutOfMemoryError;
+// - a free merges neighbours unless they belong to two different streams (an idle block merges
+//   with anything, and the result belongs to the other block's stream, if any); a reclaim for
+//   stream S merges blocks with the same owner and idle blocks with S's, never an idle block
+//   into another stream's, so the blocks it made idle stay usable by S's retry.
 // The range's first block is idle for an adopted range (its owner orders its use, as the memory
 // came from outside), and belongs to the upstream allocation's stream for an upstream range.
 class FixedRangeResource final : public MemoryResource {
@@ -142,8 +145,10 @@ class FixedRangeResource final : public MemoryResource {
   void process_events();
   void synchronize_pending_locked(Lock& lock);
   // Makes idle the free blocks that belong to streams other than `stream`, after waiting for
-  // those streams; false when there were none.
+  // those streams; false when there were none. Blocks freed while it waits stay their streams'.
   bool reclaim_other_streams(Lock& lock, StreamId stream);
+  // How many times an allocation reclaims other streams' blocks before it reports out of memory.
+  static constexpr int kReclaimRounds = 32;
   std::string oom_message(size_t requested, const Stream& stream) const;
   void check_invariants_locked() const;
 
