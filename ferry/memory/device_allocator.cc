@@ -46,7 +46,7 @@ DeviceAllocator::DeviceAllocator(Device device) : device_(device) { small_.is_sm
 void* DeviceAllocator::malloc(size_t requested, const Stream& stream) {
   const AllocConfig config = alloc_config();
   Lock lock(mutex_);
-  if (pending_count_ > 0) process_events();
+  if (!pending_.empty()) process_events();
   if (requested > kMaxRequest) {
     ++stats_.num_ooms;
     FERRY_FAIL_AS(OutOfMemoryError, oom_message(requested, stream));
@@ -93,7 +93,7 @@ Block* DeviceAllocator::allocate_from_backend(Lock& lock, BlockPool& pool, const
   release_segments(lock, free_segments());
   if (Block* b = find_free_block(pool, id, size, max_split)) return b;
   if (Block* b = new_segment(pool, id, bytes, max_split)) return b;
-  if (pending_count_ > 0) {
+  if (!pending_.empty()) {
     synchronize_pending_events(lock);
     if (Block* b = find_free_block(pool, id, size, max_split)) return b;
     release_segments(lock, free_segments());
@@ -392,7 +392,7 @@ void DeviceAllocator::reset_accumulated_stats() {
 
 void DeviceAllocator::empty_cache() {
   Lock lock(mutex_);
-  if (pending_count_ > 0) synchronize_pending_events(lock);
+  if (!pending_.empty()) synchronize_pending_events(lock);
   release_segments(lock, free_segments());
 }
 

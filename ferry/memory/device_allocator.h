@@ -13,7 +13,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,19 +27,11 @@
 #include "ferry/device/stream.h"
 #include "ferry/memory/alloc_config.h"
 #include "ferry/memory/stats.h"
+#include "ferry/memory/stream_event_queues.h"
 
 namespace ferry::memory::detail {
 
 struct BlockPool;
-
-// The backend the memory layer (caching and pinned allocators, the event pool) uses for `type`:
-// the registered one, unless a test has put a wrapper in its place.
-Backend& memory_backend(DeviceType type);
-// Test seam: makes the memory layer call `backend` for `type` (nullptr: the registered backend
-// again); returns the previous override. `backend` must forward to the registered backend, as
-// handles (memory, streams, events) pass between the two, and must outlive its use. Swap it only
-// while no allocation call is running.
-Backend* set_memory_backend_override(DeviceType type, Backend* backend);
 
 struct Block {
   char* ptr = nullptr;
@@ -52,7 +43,7 @@ struct Block {
   Block* next = nullptr;
   BlockState state = BlockState::kFree;
   bool oversize = false;     // counted in Stats::oversize_allocations while allocated
-  int event_count = 0;       // pending entries (PendingEvent) while kAwaitingEvents
+  int event_count = 0;       // pending entries (in pending_) while kAwaitingEvents
   uint64_t free_tick = 0;    // when it last became free (least recently used first, for gc)
   std::vector<Stream> uses;  // record_stream'ed streams other than `stream`, while allocated
 };
@@ -120,20 +111,6 @@ class DeviceAllocator {
 
  private:
   using Lock = std::unique_lock<std::mutex>;
-  // What a freed block waits for on one recorded stream. `event` is null when recording it
-  // failed: the block then waits until the stream is seen idle (stream_query) or synchronized,
-  // which is later than needed but never too early.
-  struct PendingEvent {
-    RawEvent event;
-    Block* block;
-    uint64_t serial;      // from next_serial_: entries made before a synchronization have lower
-    bool synced = false;  // set once a synchronization covered it; no need to poll any more
-  };
-  struct PendingQueue {
-    Stream stream;
-    std::deque<PendingEvent> events;
-  };
-
   Block* find_free_block(BlockPool& pool, StreamId stream, size_t size, size_t max_split);
   Block* allocate_from_backend(Lock& lock, BlockPool& pool, const Stream& stream, size_t size,
                                size_t requested, const AllocConfig& config);
@@ -168,9 +145,7 @@ class DeviceAllocator {
   BlockPool large_;
   std::map<char*, Segment> segments_;  // by base address
   std::unordered_map<void*, Block*> allocated_;
-  std::vector<PendingQueue> pending_;  // one queue per recorded stream, in record order
-  size_t pending_count_ = 0;
-  uint64_t next_serial_ = 0;
+  StreamEventQueues<Block> pending_;  // record_stream'ed streams freed blocks wait for
   // Segments taken off the books whose backend free has not returned yet: their bytes are
   // neither reserved nor back in the backend. Waited for (released_) before an OOM is raised.
   int releases_in_flight_ = 0;
@@ -189,20 +164,5 @@ DeviceAllocator& device_allocator(Device device);
 // `device` checked and with its index filled in (the current device when it has none); raises
 // DeviceError naming `what` for a CPU device, which the caching allocator does not serve.
 Device resolve_device(Device device, const char* what);
-
-// Raw events from a per-device pool: created once, reused after their work is done (no backend
-// call on the cached path). `device` is the device of the stream the event will be recorded on.
-RawEvent acquire_event(Device device);
-void release_event(Device device, RawEvent event);
-
-// What a freed block (device or pinned) waits for on one stream it was used on: an event from
-// the pool recorded there now, or null when recording failed, and the block then waits for the
-// whole stream instead, which is later than needed but never too early. Never raises: it runs
-// where the free is already done (a deleter), and giving up on the stream would let the block
-// be reused under work still running on it.
-RawEvent record_use(const Stream& stream);
-// Whether the work a use entry waits for is done: its event, or the whole stream when it has
-// none (see record_use).
-bool use_complete(const Stream& stream, RawEvent event);
 
 }  // namespace ferry::memory::detail

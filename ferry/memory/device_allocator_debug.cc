@@ -130,10 +130,9 @@ void DeviceAllocator::check_invariants() const {
     fail("the allocated table has ", allocated_.size(), " entries, but ", t.allocation,
          " blocks are allocated");
   }
-  size_t queued = 0;
-  for (const PendingQueue& q : pending_) queued += q.events.size();
-  if (queued != pending_count_ || static_cast<int64_t>(queued) != t.events) {
-    fail(queued, " events are queued, ", pending_count_, " counted, and blocks expect ", t.events);
+  const size_t queued = pending_.count_queued();
+  if (queued != pending_.size() || static_cast<int64_t>(queued) != t.events) {
+    fail(queued, " events are queued, ", pending_.size(), " counted, and blocks expect ", t.events);
   }
   const auto check = [&](const char* name, const Stat& stat, int64_t expected) {
     if (stat.current != expected) {

@@ -71,10 +71,9 @@ void FixedRangeResource::check_invariants_locked() const {
     fail("the allocated table has ", allocated_.size(), " entries, but ", allocations,
          " blocks are allocated");
   }
-  size_t queued = 0;
-  for (const PendingQueue& q : pending_) queued += q.entries.size();
-  if (queued != pending_count_ || static_cast<int64_t>(queued) != events) {
-    fail(queued, " entries are queued, ", pending_count_, " counted, and blocks expect ", events);
+  const size_t queued = pending_.count_queued();
+  if (queued != pending_.size() || static_cast<int64_t>(queued) != events) {
+    fail(queued, " entries are queued, ", pending_.size(), " counted, and blocks expect ", events);
   }
   const auto check = [&](const char* name, const Stat& stat, int64_t expected) {
     if (stat.current != expected) {

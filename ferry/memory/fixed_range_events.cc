@@ -1,8 +1,8 @@
 // FixedRangeResource and other streams: the entries a freed block waits for (an event per
-// recorded stream, or the whole stream when recording one failed), polled on allocation and
-// waited on before an out-of-memory error and before the range is closed; and reclaiming free
-// blocks that belong to other streams (an event recorded on each, waited for with the lock
-// released) before an out-of-memory error. No wait is ever made while holding the lock.
+// recorded stream, or the whole stream when recording one failed; stream_event_queues.h), polled on
+// allocation and waited on before an out-of-memory error and before the range is closed; and
+// reclaiming free blocks that belong to other streams (an event recorded on each, waited for with
+// the lock released) before an out-of-memory error. No wait is ever made while holding the lock.
 #include <algorithm>
 #include <exception>
 
@@ -13,78 +13,15 @@
 namespace ferry::memory {
 
 void FixedRangeResource::insert_events(Block* block) {
-  block->state = BlockState::kAwaitingEvents;
-  std::vector<Stream> uses;
-  uses.swap(block->uses);
-  for (const Stream& s : uses) {
-    const RawEvent event = detail::record_use(s);
-    if (event == nullptr) ++num_event_record_failures_;
-    auto q = std::find_if(pending_.begin(), pending_.end(),
-                          [&](const PendingQueue& p) { return p.stream == s; });
-    if (q == pending_.end()) q = pending_.insert(pending_.end(), PendingQueue{s, {}});
-    q->entries.push_back(Pending{event, block, next_serial_++});
-    ++block->event_count;
-    ++pending_count_;
-  }
+  num_event_record_failures_ += pending_.record(block);
 }
 
 void FixedRangeResource::process_events() {
-  // Entries of one stream complete in the order they were made: stop at the first busy one.
-  for (auto q = pending_.begin(); q != pending_.end();) {
-    while (!q->entries.empty()) {
-      const Pending p = q->entries.front();
-      if (!p.synced && !detail::use_complete(q->stream, p.event)) break;
-      q->entries.pop_front();
-      --pending_count_;
-      if (p.event != nullptr) detail::release_event(q->stream.device(), p.event);
-      if (--p.block->event_count == 0) free_block(p.block, p.block->owner);
-    }
-    q = q->entries.empty() ? pending_.erase(q) : q + 1;
-  }
+  pending_.process([this](Block* b) { free_block(b, b->owner); });
 }
 
 void FixedRangeResource::synchronize_pending_locked(Lock& lock) {
-  struct Wait {
-    Stream stream;
-    RawEvent event;  // null: synchronize the stream
-    uint64_t last_serial;
-    bool done = false;
-  };
-  std::vector<Wait> waits;
-  for (const PendingQueue& q : pending_) {
-    const bool whole_stream = std::any_of(q.entries.begin(), q.entries.end(),
-                                          [](const Pending& p) { return p.event == nullptr; });
-    waits.push_back(
-        Wait{q.stream, whole_stream ? nullptr : q.entries.back().event, q.entries.back().serial});
-  }
-  lock.unlock();
-  std::exception_ptr error;
-  for (Wait& w : waits) {
-    try {
-      Backend& backend = detail::memory_backend(w.stream.device_type());
-      if (w.event != nullptr) {
-        backend.event_synchronize(w.stream.device_index(), w.event);
-      } else {
-        backend.stream_synchronize(w.stream.device_index(), w.stream.raw());
-      }
-      w.done = true;
-    } catch (...) {
-      if (!error) error = std::current_exception();
-    }
-  }
-  lock.lock();
-  // Marked rather than polled again: the stream may be busy with newer work by now.
-  for (const Wait& w : waits) {
-    if (!w.done) continue;
-    for (PendingQueue& q : pending_) {
-      if (q.stream != w.stream) continue;
-      for (Pending& p : q.entries) {
-        if (p.serial <= w.last_serial) p.synced = true;
-      }
-    }
-  }
-  process_events();
-  if (error) std::rethrow_exception(error);
+  pending_.synchronize_all(lock, [this](Block* b) { free_block(b, b->owner); });
 }
 
 bool FixedRangeResource::reclaim_other_streams(Lock& lock, StreamId stream) {
@@ -98,32 +35,21 @@ bool FixedRangeResource::reclaim_other_streams(Lock& lock, StreamId stream) {
   if (owners.empty()) return false;
   // Blocks freed up to now (free_tick <= mark) have all their work queued before these events.
   const uint64_t mark = tick_;
-  std::vector<RawEvent> events;
-  for (StreamId id : owners) events.push_back(detail::record_use(Stream(device_, id)));
-  lock.unlock();
-  std::exception_ptr error;
-  std::vector<bool> done(owners.size(), false);
-  Backend& backend = detail::memory_backend(device_.type());
-  for (size_t i = 0; i < owners.size(); ++i) {
-    try {
-      if (events[i] != nullptr) {
-        backend.event_synchronize(device_.index(), events[i]);
-      } else {
-        backend.stream_synchronize(device_.index(), Stream(device_, owners[i]).raw());
-      }
-      done[i] = true;
-    } catch (...) {
-      if (!error) error = std::current_exception();
-    }
+  std::vector<detail::UseWait> waits;
+  for (StreamId id : owners) {
+    const Stream s(device_, id);
+    waits.push_back(detail::UseWait{s, detail::record_use(s)});
   }
+  lock.unlock();
+  const std::exception_ptr error = detail::wait_for_uses(waits);
   lock.lock();
-  for (RawEvent e : events) {
-    if (e != nullptr) detail::release_event(device_, e);
+  for (const detail::UseWait& w : waits) {
+    if (w.event != nullptr) detail::release_event(device_, w.event);
   }
   std::vector<Block*> idle_now;
   for (Block* b : free_) {
     const auto at = std::find(owners.begin(), owners.end(), b->owner);
-    if (at != owners.end() && done[static_cast<size_t>(at - owners.begin())] &&
+    if (at != owners.end() && waits[static_cast<size_t>(at - owners.begin())].done &&
         b->free_tick <= mark) {
       idle_now.push_back(b);
     }

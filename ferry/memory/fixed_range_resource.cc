@@ -91,11 +91,7 @@ FixedRangeResource::~FixedRangeResource() {
     }
     // Entries still pending need no wait here: an upstream range orders its stream after every
     // stream that used it below, and an adopted range's owner orders its own reuse.
-    for (PendingQueue& q : pending_) {
-      for (const Pending& p : q.entries) {
-        if (p.event != nullptr) detail::release_event(q.stream.device(), p.event);
-      }
-    }
+    pending_.release_events();
     for (Block* b = head_; b != nullptr;) {
       Block* next = b->next;
       delete b;
@@ -127,14 +123,14 @@ void* FixedRangeResource::do_allocate(size_t bytes, const Stream& stream) {
                 " bytes from, but it was closed (dropped)");
   };
   check_open();
-  if (pending_count_ > 0) process_events();
+  if (!pending_.empty()) process_events();
   if (bytes > size_) {
     ++num_ooms_;
     FERRY_FAIL_AS(OutOfMemoryError, oom_message(bytes, stream));
   }
   const size_t size = round_to_min_block(bytes);
   Block* block = find_free(id, size);
-  if (block == nullptr && pending_count_ > 0) {
+  if (block == nullptr && !pending_.empty()) {
     synchronize_pending_locked(lock);
     check_open();
     block = find_free(id, size);
@@ -343,7 +339,7 @@ bool FixedRangeResource::closed() const {
 
 void FixedRangeResource::synchronize_pending() {
   Lock lock(mutex_);
-  if (pending_count_ > 0) synchronize_pending_locked(lock);
+  if (!pending_.empty()) synchronize_pending_locked(lock);
 }
 
 void FixedRangeResource::close_all(const std::vector<FixedRangeResource*>& ranges,
@@ -368,7 +364,7 @@ void FixedRangeResource::close_all(const std::vector<FixedRangeResource*>& range
                << format_bytes(b->size) << ", " << r->name_ << ")";
         }
       }
-      awaiting = awaiting || r->pending_count_ > 0;
+      awaiting = awaiting || !r->pending_.empty();
     }
     FERRY_CHECK(live_count == 0, what, ": expected no live allocations in them, but ", live_count,
                 live_count == 1 ? " is" : " are", " still allocated: ", live.str(),

@@ -11,7 +11,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -24,6 +23,7 @@
 #include "ferry/device/stream.h"
 #include "ferry/memory/memory_resource.h"
 #include "ferry/memory/stats.h"
+#include "ferry/memory/stream_event_queues.h"
 
 namespace ferry::memory {
 
@@ -118,16 +118,6 @@ class FixedRangeResource final : public MemoryResource {
   struct BlockOrder {
     bool operator()(const Block* a, const Block* b) const;
   };
-  struct Pending {
-    RawEvent event;  // null: wait for the whole stream (recording failed)
-    Block* block;
-    uint64_t serial;
-    bool synced = false;
-  };
-  struct PendingQueue {
-    Stream stream;
-    std::deque<Pending> entries;
-  };
   using Lock = std::unique_lock<std::mutex>;
 
   void* do_allocate(size_t bytes, const Stream& stream) override;
@@ -164,9 +154,7 @@ class FixedRangeResource final : public MemoryResource {
   Block* head_ = nullptr;
   std::set<Block*, BlockOrder> free_;
   std::unordered_map<void*, Block*> allocated_;
-  std::vector<PendingQueue> pending_;
-  size_t pending_count_ = 0;
-  uint64_t next_serial_ = 0;
+  detail::StreamEventQueues<Block> pending_;  // record_stream'ed streams freed blocks wait for
   uint64_t tick_ = 0;
   std::vector<Stream> streams_seen_;  // every stream that allocated, freed or recorded a block
   Stat allocation_;
