@@ -22,6 +22,8 @@ void AnnotateIgnoreReadsBegin(const char* file, int line);
 void AnnotateIgnoreReadsEnd(const char* file, int line);
 void AnnotateIgnoreWritesBegin(const char* file, int line);
 void AnnotateIgnoreWritesEnd(const char* file, int line);
+void AnnotateHappensBefore(const char* file, int line, const volatile void* addr);
+void AnnotateHappensAfter(const char* file, int line, const volatile void* addr);
 // GCC knows these as built-ins taking a signed size; the declarations must match that.
 #if defined(__clang__)
 void __tsan_read_range(void* addr, unsigned long size);   // NOLINT

@@ -13,9 +13,14 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <sstream>
 #include <thread>
+#include <utility>
 
+#include "ferry/backends/sim/sim_access.h"  // FERRY_SIM_TSAN and its annotations
 #include "ferry/core/error.h"
 
 namespace ferry::sim::detail {
@@ -60,6 +65,25 @@ uint64_t own_start_time() {
 
 std::atomic<uint32_t> shared_event_serial{0};
 
+// ThreadSanitizer relates a release to an acquire by address, and an event exported and imported
+// in one process maps its page twice: one counter at two addresses, so TSan would not see what
+// the counter orders. Both mappings annotate on one key per memory file (its inode) instead.
+const void* tsan_sync_key(int fd) {
+#ifdef FERRY_SIM_TSAN
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return nullptr;
+  static std::mutex mutex;
+  static std::map<std::pair<dev_t, ino_t>, std::unique_ptr<char>> keys;  // never freed
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<char>& key = keys[{st.st_dev, st.st_ino}];
+  if (!key) key = std::make_unique<char>();
+  return key.get();
+#else
+  (void)fd;
+  return nullptr;
+#endif
+}
+
 }  // namespace
 
 struct SharedEventState::Page {
@@ -91,6 +115,7 @@ SharedEventState::SharedEventState(int device) : device_(device) {
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
   FERRY_CHECK_AS(DeviceError, p != MAP_FAILED, prefix, "mmap failed: ", std::strerror(errno));
   page_ = new (p) Page{};
+  tsan_key_ = tsan_sync_key(fd_.get());
   std::memcpy(page_->magic, kSharedEventMagic, sizeof(kSharedEventMagic));
   page_->version = kSharedEventVersion;
   page_->device = device;
@@ -125,6 +150,7 @@ SharedEventState::SharedEventState(const IpcHandle& handle) : device_(handle.dev
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
   FERRY_CHECK_AS(DeviceError, p != MAP_FAILED, prefix, "mmap failed: ", std::strerror(errno));
   page_ = static_cast<Page*>(p);
+  tsan_key_ = tsan_sync_key(fd_.get());
   const bool valid = std::memcmp(page_->magic, kSharedEventMagic, sizeof(kSharedEventMagic)) == 0 &&
                      page_->version == kSharedEventVersion && page_->device == device_;
   if (!valid) {
@@ -159,6 +185,9 @@ uint64_t SharedEventState::begin_record() {
 }
 
 void SharedEventState::complete(uint64_t generation) {
+#ifdef FERRY_SIM_TSAN
+  if (tsan_key_ != nullptr) AnnotateHappensBefore(__FILE__, __LINE__, tsan_key_);
+#endif
   uint64_t seen = page_->completed.load(std::memory_order_relaxed);
   while (seen < generation &&
          !page_->completed.compare_exchange_weak(seen, generation, std::memory_order_release,
@@ -171,7 +200,11 @@ uint64_t SharedEventState::last_recorded() const {
 }
 
 bool SharedEventState::done(uint64_t generation) const {
-  return page_->completed.load(std::memory_order_acquire) >= generation;
+  const bool complete = page_->completed.load(std::memory_order_acquire) >= generation;
+#ifdef FERRY_SIM_TSAN
+  if (complete && tsan_key_ != nullptr) AnnotateHappensAfter(__FILE__, __LINE__, tsan_key_);
+#endif
+  return complete;
 }
 
 bool SharedEventState::recorder_dead() const {

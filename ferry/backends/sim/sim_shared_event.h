@@ -57,6 +57,7 @@ class SharedEventState {
   std::string name_;
   UniqueFd fd_;
   Page* page_ = nullptr;
+  const void* tsan_key_ = nullptr;  // ThreadSanitizer builds: see tsan_sync_key
 };
 
 }  // namespace ferry::sim::detail
