@@ -96,10 +96,15 @@ Backend* replace_backend_for_testing(DeviceType type, Backend* backend) {
   return slot(type).replacement.exchange(backend, std::memory_order_acq_rel);
 }
 
-Backend* find_backend(DeviceType type) {
+Backend* created_backend(DeviceType type) {
   Slot& s = slot(type);
   if (Backend* b = s.replacement.load(std::memory_order_acquire)) return b;
-  if (Backend* b = s.backend.load(std::memory_order_acquire)) return b;
+  return s.backend.load(std::memory_order_acquire);
+}
+
+Backend* find_backend(DeviceType type) {
+  if (Backend* b = created_backend(type)) return b;
+  Slot& s = slot(type);
   if (s.factory == nullptr) return nullptr;
   std::lock_guard<std::mutex> lock(s.create_mutex);
   if (Backend* b = s.backend.load(std::memory_order_acquire)) return b;

@@ -192,6 +192,10 @@ Backend& get_backend(DeviceType type);
 // Like get_backend but returns nullptr when no backend is registered.
 Backend* find_backend(DeviceType type);
 
+// The backend for `type` if it has been created (or replaced for testing), without creating it:
+// for work that concerns only backends already in use, such as draining them at exit.
+Backend* created_backend(DeviceType type);
+
 // For tests only: makes `backend` (not owned; nullptr removes the replacement) serve `type` in
 // place of the registered backend, also when none is registered, and returns the replacement it
 // displaces. Backend handles cached above the contract (streams, events, peer access) are not

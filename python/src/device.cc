@@ -8,6 +8,7 @@
 #include "ferry/backends/sim/sim.h"
 #include "ferry/core/error.h"
 #include "ferry/core/generator.h"
+#include "ferry/device/backend.h"
 #include "ferry/device/runtime.h"
 #include "ferry/iter/parallel.h"
 
@@ -81,6 +82,24 @@ void bind_device(py::module_& m) {
         return out;
       },
       "Every device this process can use: the cpu, then each sim and CUDA device.");
+  m.def(
+      "_finish_queued_work",
+      [] {
+        // Only backends already in use: none is created (no CUDA context, say) at exit.
+        for (DeviceType t : {DeviceType::Sim, DeviceType::CUDA}) {
+          Backend* backend = created_backend(t);
+          if (backend == nullptr) continue;
+          for (int i = 0, n = backend->device_count(); i < n; ++i) {
+            try {
+              backend->device_synchronize(i);
+            } catch (const Error&) {
+              // A failed host function was the program's to handle; exit anyway.
+            }
+          }
+        }
+      },
+      py::call_guard<py::gil_scoped_release>(),
+      "Waits for the work queued on every device of the backends in use (run at exit).");
   m.def(
       "device_count", [](const std::string& type) { return device_count(type_from_name(type)); },
       py::arg("type"), "How many devices of a type ('sim', 'cuda'; 'cpu' is 1) there are.");
