@@ -97,17 +97,27 @@ void bind_unary(py::module_& m, py::class_<Tensor>& t, const char* name, Fn fn) 
 }
 
 void bind_arithmetic(py::module_& m, py::class_<Tensor>& t) {
-  for (const char* name : {"add", "sub"}) {
-    const bool is_add = name[0] == 'a';
-    auto fn = [is_add, name](const Tensor& self, py::handle other, py::handle alpha) {
-      const Operand o = require_operand(other, name);
+  // add and sub take alpha: other * alpha is added or subtracted.
+  struct WithAlpha {
+    const char* name;
+    Tensor (*on_tensor)(const Tensor&, const Tensor&, const Scalar&);
+    Tensor (*on_scalar)(const Tensor&, const Scalar&, const Scalar&);
+  };
+  const WithAlpha with_alpha[] = {
+      {"add", [](const Tensor& x, const Tensor& y, const Scalar& a) { return add(x, y, a); },
+       [](const Tensor& x, const Scalar& y, const Scalar& a) { return add(x, y, a); }},
+      {"sub", [](const Tensor& x, const Tensor& y, const Scalar& a) { return sub(x, y, a); },
+       [](const Tensor& x, const Scalar& y, const Scalar& a) { return sub(x, y, a); }},
+  };
+  for (const WithAlpha& op : with_alpha) {
+    auto fn = [op](const Tensor& self, py::handle other, py::handle alpha) {
+      const Operand o = require_operand(other, op.name);
       const Scalar a = scalar_from_python(alpha);
       py::gil_scoped_release release;
-      if (o.tensor) return is_add ? add(self, *o.tensor, a) : sub(self, *o.tensor, a);
-      return is_add ? add(self, *o.scalar, a) : sub(self, *o.scalar, a);
+      return o.tensor ? op.on_tensor(self, *o.tensor, a) : op.on_scalar(self, *o.scalar, a);
     };
-    m.def(name, fn, py::arg("input"), py::arg("other"), py::kw_only(), py::arg("alpha") = 1);
-    t.def(name, fn, py::arg("other"), py::kw_only(), py::arg("alpha") = 1);
+    m.def(op.name, fn, py::arg("input"), py::arg("other"), py::kw_only(), py::arg("alpha") = 1);
+    t.def(op.name, fn, py::arg("other"), py::kw_only(), py::arg("alpha") = 1);
   }
   bind_binary(
       m, t, "mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); },
@@ -264,19 +274,33 @@ void bind_unary_math(py::module_& m, py::class_<Tensor>& t) {
 }
 
 void bind_reductions(py::module_& m, py::class_<Tensor>& t) {
-  for (const char* name : {"sum", "mean"}) {
-    const bool is_sum = name[0] == 's';
-    auto fn = [is_sum](const Tensor& self, py::handle dim, bool keepdim,
-                       std::optional<ScalarType> dtype) {
+  // sum and mean: over every element (dim=None) or over the given dims.
+  struct Reduction {
+    const char* name;
+    Tensor (*all)(const Tensor&, std::optional<ScalarType>);
+    Tensor (*over)(const Tensor&, IntArrayRef, bool, std::optional<ScalarType>);
+  };
+  const Reduction reductions[] = {
+      {"sum", [](const Tensor& x, std::optional<ScalarType> d) { return sum(x, d); },
+       [](const Tensor& x, IntArrayRef dims, bool keep, std::optional<ScalarType> d) {
+         return sum(x, dims, keep, d);
+       }},
+      {"mean", [](const Tensor& x, std::optional<ScalarType> d) { return mean(x, d); },
+       [](const Tensor& x, IntArrayRef dims, bool keep, std::optional<ScalarType> d) {
+         return mean(x, dims, keep, d);
+       }},
+  };
+  for (const Reduction& r : reductions) {
+    auto fn = [r](const Tensor& self, py::handle dim, bool keepdim,
+                  std::optional<ScalarType> dtype) {
       const std::vector<int64_t> dims = dims_from_python(dim);
       const bool all = dim.is_none();
       py::gil_scoped_release release;
-      if (is_sum) return all ? sum(self, dtype) : sum(self, dims, keepdim, dtype);
-      return all ? mean(self, dtype) : mean(self, dims, keepdim, dtype);
+      return all ? r.all(self, dtype) : r.over(self, dims, keepdim, dtype);
     };
-    m.def(name, fn, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false,
+    m.def(r.name, fn, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false,
           py::kw_only(), py::arg("dtype") = py::none());
-    t.def(name, fn, py::arg("dim") = py::none(), py::arg("keepdim") = false, py::kw_only(),
+    t.def(r.name, fn, py::arg("dim") = py::none(), py::arg("keepdim") = false, py::kw_only(),
           py::arg("dtype") = py::none());
   }
   auto amax_fn = [](const Tensor& self, py::handle dim, bool keepdim) {
@@ -294,11 +318,17 @@ void bind_reductions(py::module_& m, py::class_<Tensor>& t) {
   m.def("argmax", argmax_fn, py::arg("input"), py::arg("dim") = py::none(),
         py::arg("keepdim") = false);
   t.def("argmax", argmax_fn, py::arg("dim") = py::none(), py::arg("keepdim") = false);
-  for (const char* name : {"softmax", "log_softmax"}) {
-    const bool is_log = name[0] == 'l';
-    auto fn = [is_log](const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  using Softmax = Tensor (*)(const Tensor&, int64_t, std::optional<ScalarType>);
+  const std::pair<const char*, Softmax> softmaxes[] = {
+      {"softmax", [](const Tensor& x, int64_t dim,
+                     std::optional<ScalarType> d) { return softmax(x, dim, d); }},
+      {"log_softmax", [](const Tensor& x, int64_t dim,
+                         std::optional<ScalarType> d) { return log_softmax(x, dim, d); }},
+  };
+  for (const auto& [name, op] : softmaxes) {
+    auto fn = [op](const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
       py::gil_scoped_release release;
-      return is_log ? log_softmax(self, dim, dtype) : softmax(self, dim, dtype);
+      return op(self, dim, dtype);
     };
     m.def(name, fn, py::arg("input"), py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none());
     t.def(name, fn, py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none());
