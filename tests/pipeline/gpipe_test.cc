@@ -82,7 +82,10 @@ TEST_P(GPipeTraining, MlpStepMatchesTheUnpipelinedModule) {
   const Tensor target = randn({10, 3}, kFloat32, &gen);
 
   nn::Sequential reference = make_mlp(seed);
-  const Tensor expected_loss = mse_loss(reference->forward(x), target);
+  std::vector<Tensor> reference_outputs;
+  for (const Tensor& micro_batch : chunk(x, 2))
+    reference_outputs.push_back(reference->forward(micro_batch));
+  const Tensor expected_loss = mse_loss(cat(reference_outputs), target);
   expected_loss.backward();
 
   nn::Sequential model = make_mlp(seed);  // Linear, ReLU, Linear, ReLU, Linear, ReLU, Linear
@@ -149,7 +152,11 @@ using ResNetCase = std::tuple<std::string, Device, std::string>;
 class GPipeResNet : public ::testing::TestWithParam<ResNetCase> {};
 
 // A training step through the pipeline (chunks 2: 2 and 1 images) gives the unpipelined module's
-// loss and gradients, with chaos on.
+// loss and gradients, with chaos on. The reference runs the same micro-batches: a random ResNet-50
+// without normalization is so sensitive that the rounding of a batch of 3 against batches of 2
+// and 1 moved some seeds' gradients by up to 4% of their largest element (the pipeline matches
+// the micro-batched module to 4e-7 of it), so a full-batch reference would test the network's
+// conditioning, not the pipeline.
 TEST_P(GPipeResNet, StepMatchesTheUnpipelinedModule) {
   const auto& [arch, first, mode] = GetParam();
   if (device_count(DeviceType::Sim) < 2) GTEST_SKIP() << "needs 2 sim devices";
@@ -161,7 +168,10 @@ TEST_P(GPipeResNet, StepMatchesTheUnpipelinedModule) {
   const Tensor target = randn({3, 10}, kFloat32, &gen);
   nn::Sequential reference = resnet_sequential(arch, seed);
   batch_norms_to_eval(reference);
-  const Tensor expected_loss = mse_loss(reference->forward(x), target);
+  std::vector<Tensor> reference_outputs;
+  for (const Tensor& micro_batch : chunk(x, 2))
+    reference_outputs.push_back(reference->forward(micro_batch));
+  const Tensor expected_loss = mse_loss(cat(reference_outputs), target);
   expected_loss.backward();
   nn::Sequential model = resnet_sequential(arch, seed);
   const Device last = first.is_cpu() ? kPipeSim0 : kPipeSim1;
@@ -176,7 +186,8 @@ TEST_P(GPipeResNet, StepMatchesTheUnpipelinedModule) {
   for (size_t k = 0; k < got.size(); ++k) {
     SCOPED_TRACE(got.items()[k].key());
     ASSERT_TRUE(got.items()[k].value().grad().defined());
-    EXPECT_ALL_CLOSE(got.items()[k].value().grad(), want.items()[k].value().grad(), 1e-3, 1e-5);
+    EXPECT_TRUE(ferry::testing::close_at_scale(got.items()[k].value().grad(),
+                                               want.items()[k].value().grad(), 1e-4));
   }
   sim::configure(sim::SimConfig{});
 }

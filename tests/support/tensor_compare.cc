@@ -1,6 +1,7 @@
 // all_close and values_of.
 #include "tests/support/tensor_compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -35,6 +36,33 @@ std::vector<double> values_of(const Tensor& t) {
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult close_at_scale(const Tensor& a, const Tensor& b, double tol) {
+  if (!a.defined() || !b.defined()) {
+    return ::testing::AssertionFailure()
+           << "undefined tensor (a " << a.defined() << ", b " << b.defined() << ")";
+  }
+  if (!a.sizes().equals(b.sizes())) {
+    return ::testing::AssertionFailure() << "sizes differ: " << a.sizes() << " vs " << b.sizes();
+  }
+  const std::vector<double> x = values_of(a), y = values_of(b);
+  double scale = 0;
+  for (double v : y) scale = std::max(scale, std::abs(v));
+  size_t worst = 0;
+  double worst_error = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double error = std::abs(x[i] - y[i]);
+    if (!(error <= worst_error)) {  // NaN counts as the worst
+      worst = i;
+      worst_error = error;
+    }
+  }
+  if (worst_error <= tol * scale) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "element " << worst << " (of " << x.size() << ", sizes " << a.sizes()
+         << "): " << x[worst] << " vs " << y[worst] << ", error " << worst_error << " > " << tol
+         << " x max |expected| " << scale;
 }
 
 }  // namespace ferry::testing

@@ -15,6 +15,11 @@ namespace ferry::testing {
 ::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, double rtol = 1e-5,
                                      double atol = 1e-8);
 
+// Whether every |a_i - b_i| <= tol * max_j |b_j|: closeness at the scale of the whole tensor, for
+// values summed in different orders (a deep network's gradients) where small elements carry the
+// rounding of large ones. The failure names the worst element and the scale.
+::testing::AssertionResult close_at_scale(const Tensor& a, const Tensor& b, double tol);
+
 // A float64 host copy of t's values, flattened (row-major).
 std::vector<double> values_of(const Tensor& t);
 
