@@ -18,6 +18,8 @@ struct PipelineOptions {
   int repeat = 3;                  // timed steps per case (median), after one warm-up
   int width = 96;                  // columns of the Gantt chart
   std::string trace;               // Chrome-trace JSON of the Gantt run ("" = none)
+  std::string timeline_checkpoint = "except_last";  // the Gantt run's checkpoint mode
+  int timeline_stages = 4;                          // the Gantt run's stages (8 chunks)
   std::string json;    // the results as JSON too ("-": on stdout, with the tables on stderr)
   bool quick = false;  // fewer, smaller cases: a smoke test
   std::string* json_text = nullptr;   // when set, also receives the JSON text (for --plot)

@@ -41,6 +41,14 @@ FERRY_REGISTER_COMMAND(
       sub.add_option("--json", options->json,
                      "Also write the results to this JSON file (\"-\": JSON on stdout, the tables "
                      "on stderr)");
+      sub.add_option("--timeline-checkpoint", options->timeline_checkpoint,
+                     "Checkpoint mode of the timeline's run (always, except_last, never)")
+          ->check(CLI::IsMember({"always", "except_last", "never"}))
+          ->capture_default_str();
+      sub.add_option("--timeline-stages", options->timeline_stages,
+                     "Stages of the timeline's run (one sim device each)")
+          ->check(CLI::Range(2, 8))
+          ->capture_default_str();
       auto plot = std::make_shared<Figure>(Figure{"--plot", "", "plot_pipeline.py"});
       sub.add_option("--plot", plot->png,
                      "Also draw the throughput table as a PNG bar chart (utilization vs the ideal "

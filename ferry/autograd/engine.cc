@@ -18,6 +18,7 @@
 #include "ferry/autograd/gradient_shape.h"
 #include "ferry/autograd/variable.h"
 #include "ferry/core/error.h"
+#include "ferry/device/event.h"
 #include "ferry/device/guard.h"
 #include "ferry/dispatch/local_dispatch_key_set.h"
 #include "ferry/ops/factories.h"
@@ -33,11 +34,33 @@ struct ExecInfo {
   bool should_execute() const { return needed || !captures.empty(); }
 };
 
-// The gradients arriving at one node, accumulated on the right stream.
+// A wait decided when a gradient arrived and queued when its consumer runs: `waiter` (the stream
+// that will read the gradient) waits for `ready`, recorded on the producer's stream on arrival.
+// Queued on the consumer's turn, the wait lands in the consumer thread's order of work on that
+// stream. Queued from the producer's thread at arrival, it could land ahead of work the
+// consumer's thread queues on the same stream before it gets to the consumer (in a pipeline, the
+// next micro-batch's backward), holding that work back for a gradient it does not need.
+struct PendingWait {
+  Stream waiter;
+  Event ready;
+};
+
+// The gradients arriving at one node, accumulated on the right stream, and the waits their
+// consumer must queue before it runs.
 struct InputBuffer {
   explicit InputBuffer(size_t n = 0) : grads(n) {}
   variable_list grads;
+  std::vector<PendingWait> waits;
+
+  void queue_waits() {
+    for (PendingWait& w : waits) w.ready.block(w.waiter);
+    waits.clear();
+  }
 };
+
+// The streams a running backward function declared its cross-device gradients ready on
+// (set_gradient_stream); null outside a backward function.
+thread_local std::vector<Stream>* tls_gradient_streams = nullptr;
 
 struct GraphTask {
   bool keep_graph = false;
@@ -149,37 +172,44 @@ void mark_done(GraphTask& g) {
 void push_ready(const std::shared_ptr<GraphTask>& graph, NodeTask task);
 
 // Accumulates `grad` (produced on `producer`) into input `pos` of `consumer`'s buffer, on the
-// stream PyTorch's rule picks, after making that stream wait for the producer's.
+// stream PyTorch's rule picks, which waits for the stream the gradient is ready on: the
+// producer's; for a gradient that crossed devices inside the producer, the stream the producer
+// declared for its device (set_gradient_stream), else the device's default stream (which a plain
+// copy made wait). The first gradient's wait is queued when the consumer runs; a sum runs now and
+// waits now.
 void accumulate_input(InputBuffer& buffer, uint32_t pos, Tensor grad,
-                      const std::optional<Stream>& producer, Node& consumer) {
+                      const std::optional<Stream>& producer, const std::vector<Stream>& declared,
+                      Node& consumer) {
   Tensor& slot = buffer.grads[pos];
   const Device device = grad.device();
   if (device.is_cpu()) {
     slot = slot.defined() ? slot + grad : std::move(grad);
     return;
   }
-  std::optional<Stream> accumulate_on;
-  const std::optional<Stream> consumer_stream = consumer.stream();
-  if (consumer_stream && consumer_stream->device() == device) {
-    accumulate_on = consumer_stream;
-    if (producer && producer->device() == device) {
-      if (*producer != *consumer_stream) wait_stream(*consumer_stream, *producer);
-    } else {
-      // The gradient crossed devices in the producer (a copy), which made the destination's
-      // current stream on the producer's thread, its default stream, wait for it.
-      wait_stream(*consumer_stream, default_stream(device));
-    }
+  Stream ready_on = default_stream(device);
+  if (producer && producer->device() == device) {
+    ready_on = *producer;
   } else {
-    accumulate_on = default_stream(device);
-    if (producer && producer->device() == device && *producer != *accumulate_on) {
-      wait_stream(*accumulate_on, *producer);
+    for (const Stream& s : declared) {
+      if (s.device() == device) ready_on = s;
     }
   }
+  const std::optional<Stream> consumer_stream = consumer.stream();
+  const Stream accumulate_on = consumer_stream && consumer_stream->device() == device
+                                   ? *consumer_stream
+                                   : default_stream(device);
   if (!slot.defined()) {
     slot = std::move(grad);
+    if (ready_on != accumulate_on) {
+      Event ready;
+      ready.record(ready_on);
+      buffer.waits.push_back(PendingWait{accumulate_on, std::move(ready)});
+    }
     return;
   }
-  StreamGuard guard(*accumulate_on);
+  buffer.queue_waits();
+  if (ready_on != accumulate_on) wait_stream(accumulate_on, ready_on);
+  StreamGuard guard(accumulate_on);
   slot = slot + grad;
 }
 
@@ -218,6 +248,7 @@ void validate_outputs(const Node& fn, variable_list& grads) {
 void evaluate(NodeTask task) {
   GraphTask& g = *task.graph;
   Node& fn = *task.fn;
+  task.inputs.queue_waits();
   if (!g.exec_info.empty()) {
     const ExecInfo& info = g.exec_info.at(&fn);
     if (!info.captures.empty()) {
@@ -228,10 +259,16 @@ void evaluate(NodeTask task) {
   }
   variable_list outputs;
   std::optional<Stream> stream = fn.stream();
+  std::vector<Stream> declared;
   {
     std::optional<StreamGuard> stream_guard;
     if (stream) stream_guard.emplace(*stream);
     fn.run_retain_grad_hooks(task.inputs.grads);
+    struct Declared {
+      std::vector<Stream>* previous;
+      ~Declared() { tls_gradient_streams = previous; }
+    } restore{tls_gradient_streams};
+    tls_gradient_streams = &declared;
     outputs = fn(std::move(task.inputs.grads));
     if (!g.keep_graph) fn.release_variables();
     validate_outputs(fn, outputs);
@@ -254,7 +291,8 @@ void evaluate(NodeTask task) {
                   " was not found in the dependency table");
       auto [it, inserted] = g.not_ready.try_emplace(consumer, consumer->num_inputs());
       if (outputs[i].defined()) {
-        accumulate_input(it->second, next.input_nr, std::move(outputs[i]), stream, *consumer);
+        accumulate_input(it->second, next.input_nr, std::move(outputs[i]), stream, declared,
+                         *consumer);
       }
       if (--dep->second == 0) {
         ready = NodeTask{task.graph, next.function, std::move(it->second)};
@@ -457,6 +495,20 @@ variable_list Engine::execute(const edge_list& roots, const variable_list& grad_
 }
 
 // ---- the user-facing entry points -----------------------------------------------------------
+
+void set_gradient_stream(const Stream& stream) {
+  FERRY_CHECK(tls_gradient_streams != nullptr,
+              "set_gradient_stream: expected a call from inside a backward function that the "
+              "engine is running, but there is none on this thread");
+  if (stream.is_cpu()) return;
+  for (Stream& s : *tls_gradient_streams) {
+    if (s.device() == stream.device()) {
+      s = stream;
+      return;
+    }
+  }
+  tls_gradient_streams->push_back(stream);
+}
 
 namespace {
 

@@ -32,6 +32,13 @@ class Engine {
   Engine() = default;
 };
 
+// For a backward function whose gradients cross devices (the backward of a copy to another
+// device): declares that its outputs on stream.device() are ready on `stream`, so that each
+// consumer's stream waits for `stream`, when the consumer runs. Without it the engine waits for
+// that device's default stream (which a plain copy makes wait for itself). A CPU stream is
+// ignored. Raises ferry::Error outside a backward function the engine runs.
+void set_gradient_stream(const Stream& stream);
+
 // torch.autograd.backward: accumulates the gradients of `tensors` (seeded with grad_tensors,
 // or ones for one-element tensors when omitted) into the leaves.
 void backward(const variable_list& tensors, const variable_list& grad_tensors = {},

@@ -5,6 +5,7 @@
 
 #include <utility>
 
+#include "ferry/autograd/engine.h"
 #include "ferry/autograd/grad_mode.h"
 
 namespace ferry::pipeline {
@@ -41,9 +42,12 @@ variable_list copy_backward(const AbstractStream& prev_stream, const AbstractStr
       grad_input[k] = std::move(y);
     }
   }
-  // The engine's handshake for a gradient that crossed devices inside a node: its consumer
-  // waits for the default stream of the gradient's device (docs/autograd.md, "Streams").
-  wait_stream(default_stream(prev_device), prev_stream);
+  // The gradients are ready on prev_stream: the engine makes their consumers wait for it when
+  // they run. Making prev's default stream wait here instead (the engine's rule for a plain
+  // copy) would queue that wait from this thread, ahead of the next micro-batch's backward that
+  // prev's thread has yet to queue on that stream, and hold it back for this micro-batch's
+  // gradient (bench-pipeline lost a slot at every stage that way).
+  autograd::set_gradient_stream(prev_stream);
   return grad_input;
 }
 

@@ -6,7 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 #include "ferry/autograd/engine.h"
 #include "ferry/autograd/function.h"
@@ -125,6 +127,49 @@ TEST_P(SimAutograd, EachNodeRunsOnTheStreamItsForwardRanOn) {
   EXPECT_EQ(seen_streams[1], s1);
   // d/dx exp(2x) = 2 exp(2x); the gradient crossed s2 -> s1 -> the leaf's stream.
   EXPECT_ALL_CLOSE(x.grad(), full({64}, 2 * std::exp(2.0), kFloat64), 1e-12);
+}
+
+// Crosses from sim:0 to sim:1; its backward brings the gradient back to sim:0 on a side stream
+// that a host function holds for 20 ms first, and declares that stream (set_gradient_stream).
+Stream side_stream_of_sim0() {
+  static const Stream side = [] {
+    const Device sim0("sim:0");
+    Stream s = get_stream_from_pool(sim0);
+    while (s == default_stream(sim0)) s = get_stream_from_pool(sim0);
+    return s;
+  }();
+  return side;
+}
+
+struct CrossOnASideStream : autograd::Function<CrossOnASideStream> {
+  static Tensor forward(autograd::AutogradContext*, const Tensor& x) {
+    return x.to(Device("sim:1"));
+  }
+  static autograd::variable_list backward(autograd::AutogradContext*,
+                                          autograd::variable_list grads) {
+    const Stream side = side_stream_of_sim0();
+    StreamGuard on_side(side);
+    enqueue_host_function(side, [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+    Tensor g = grads[0].to(Device("sim:0")) * 1;  // written on `side`, after the host function
+    autograd::set_gradient_stream(side);
+    return {g};
+  }
+};
+
+TEST_P(SimAutograd, AGradientDeclaredOnASideStreamIsWaitedForByItsConsumer) {
+  const Tensor a = arange(64, kFloat64);
+  Tensor x = a.to(Device("sim:0")).requires_grad_();
+  Tensor y = CrossOnASideStream::apply(x * 2);  // MulBackward reads the gradient on sim:0
+  const Tensor w = (a + 1).to(Device("sim:1"));
+  (y * w).sum().backward();
+  // Without the declaration the engine would wait for sim:0's default stream only, and the
+  // multiply would read the gradient before the side stream wrote it.
+  EXPECT_ALL_CLOSE(x.grad(), (a + 1) * 2);
+}
+
+TEST(SetGradientStream, OutsideABackwardFunctionRaises) {
+  EXPECT_THAT(error_of<Error>([] { autograd::set_gradient_stream(Stream()); }),
+              HasSubstr("expected a call from inside a backward function"));
 }
 
 struct Throwing : autograd::Function<Throwing> {
