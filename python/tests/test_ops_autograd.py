@@ -14,14 +14,14 @@ def both(torch, array):
     return ferry.tensor(array), torch.from_numpy(np.ascontiguousarray(array))
 
 
-def same(f, t, exact=False):
+def same(f, t, exact=False, atol=1e-6):
     assert tuple(f.shape) == tuple(t.shape)
     assert str(f.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
     a, b = f.numpy(), t.detach().numpy()
     if exact or a.dtype == np.bool_ or np.issubdtype(a.dtype, np.integer):
         np.testing.assert_array_equal(a, b)
     else:
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=atol)
 
 
 BINARY = ["add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge"]
@@ -100,7 +100,9 @@ def test_reductions_and_softmax(torch, rng):
     same(fx.argmax(), tx.argmax(), exact=True)
     same(fx.argmax(2, keepdim=True), tx.argmax(2, keepdim=True), exact=True)
     same(fx.softmax(1), tx.softmax(1))
-    same(ferry.log_softmax(fx, -1), torch.log_softmax(tx, -1))
+    # oneDNN's float32 log-softmax is off by up to about 3e-6 from the float64 result on inputs
+    # of this size (torch's: 3e-7), above the default atol where x - logsumexp(x) nears 0.
+    same(ferry.log_softmax(fx, -1), torch.log_softmax(tx, -1), atol=1e-5)
 
 
 def test_linear_algebra(torch, rng):
@@ -146,7 +148,9 @@ def test_gradients_of_a_small_network_match_torch(torch, rng):
     same(f_loss, t_loss)
     for fa, ta in zip(f, t):
         assert fa.is_leaf and fa.grad is not None
-        same(fa.grad, ta.grad)
+        # Sums in another order (and oneDNN's log-softmax inside cross_entropy): close at the
+        # scale of the whole gradient, where small elements carry the rounding of large ones.
+        same(fa.grad, ta.grad, atol=1e-5 * float(np.abs(ta.grad.numpy()).max()))
     assert f_loss.grad_fn is not None and f_loss.grad_fn.name()
     assert f[0].grad_fn is None
 
