@@ -1,12 +1,16 @@
 // `ferry bench-switch` (see switch_bench.h).
 #include "bench/switch_bench.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 
+#include "bench/cold_start.h"
 #include "bench/load_bench.h"  // cpu_model_name
 #include "bench/timing.h"
 #include "ferry/autograd/grad_mode.h"
@@ -15,6 +19,7 @@
 #include "ferry/core/json_text.h"
 #include "ferry/device/guard.h"
 #include "ferry/device/stream.h"
+#include "ferry/nn/safetensors.h"
 #include "ferry/switch/grouping.h"
 #include "ferry/switch/model_image.h"
 #include "ferry/switch/pipelined_switch.h"
@@ -41,6 +46,8 @@ struct ModelResult {
   double transfer_ms = 0;
   double ready_ms = 0;  // measured
   std::vector<Variant> variants;
+  double stop_and_start_ms = 0;  // a new process: build, load the file, run (median)
+  int stop_and_start_runs = 0;
   double bound_ms = 0;  // ferry's target overhead
   bool met_bound = false;
   bool met_half = false;
@@ -72,6 +79,35 @@ double ready_ms(const switch_::ZooModel& model, const Tensor& input,
   (void)switch_::run_layers(model.layers, input);
   streams.compute.synchronize();
   return now_ms() - t0;
+}
+
+// PipeSwitch's stop-and-start baseline, for scale: a new process (this tool's
+// switch-cold-start) builds the model, loads its weights from a safetensors file into sim:0 and
+// runs the request. The file holds the model's state_dict (seed 0, as the switched model's).
+void stop_and_start(const std::string& arch, const SwitchBenchOptions& o, ModelResult& r) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("ferry-bench-switch-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  struct RemoveDir {
+    fs::path dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } remove_dir{dir};
+  ColdStartOptions cold;
+  cold.arch = arch;
+  cold.batch = o.batch;
+  cold.weights = (dir / (arch + ".safetensors")).string();
+  switch_::ZooInputShape shape;
+  shape.batch = o.batch;
+  safetensors::save(cold.weights, switch_::make_zoo_model(arch, 0, shape).module->state_dict());
+  std::vector<double> runs;
+  const int n = o.quick ? 1 : o.stop_and_start_repeat;
+  for (int i = 0; i < n; ++i) runs.push_back(time_cold_start(cold, sim::config()));
+  r.stop_and_start_ms = median(runs);
+  r.stop_and_start_runs = n;
 }
 
 ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, int repeat,
@@ -131,6 +167,7 @@ ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, in
   }
   switch_::switch_out(image);
   streams.compute.synchronize();
+  stop_and_start(arch, o, r);
 
   // The bound: max(0, transfer - compute) + the largest group's transfer + 1 ms.
   const Variant& ferry = r.variants.back();
@@ -162,6 +199,9 @@ void print_result(std::FILE* out, const ModelResult& r) {
                  v.plan.ends.size(), v.median_ms, v.median_ms - r.ready_ms,
                  v.plan.completion_s * 1e3, v.median_ms / r.ready_ms);
   }
+  std::fprintf(out, "  %-24s %7s %11.2f %11.2f %11s %9.2f\n", "stop-and-start", "-",
+               r.stop_and_start_ms, r.stop_and_start_ms - r.ready_ms, "-",
+               r.stop_and_start_ms / r.ready_ms);
   const double ferry_over = r.variants.back().median_ms - r.ready_ms;
   const double pipeswitch_over = r.variants[2].median_ms - r.ready_ms;
   std::fprintf(out,
@@ -177,16 +217,20 @@ std::string json_of(const std::vector<ModelResult>& results, const SwitchBenchOp
   j << "[";
   bool first = true;
   for (const ModelResult& r : results) {
-    for (size_t i = 0; i <= r.variants.size(); ++i) {
+    for (size_t i = 0; i <= r.variants.size() + 1; ++i) {
       const bool ready = i == r.variants.size();
-      const std::string name = ready ? "ready" : r.variants[i].name;
-      const double ms = ready ? r.ready_ms : r.variants[i].median_ms;
+      const bool cold = i == r.variants.size() + 1;  // stop-and-start: no groups, no plan
+      const std::string name = ready ? "ready" : cold ? "stop-and-start" : r.variants[i].name;
+      const double ms = ready ? r.ready_ms : cold ? r.stop_and_start_ms : r.variants[i].median_ms;
       j << (first ? "" : ",") << "\n{\"case\": " << json_quoted(r.model + ": " + name)
         << ", \"model\": " << json_quoted(r.model) << ", \"variant\": " << json_quoted(name)
         << ", \"batch\": " << o.batch
-        << ", \"groups\": " << (ready ? 0 : r.variants[i].plan.ends.size()) << ", \"ms\": " << ms
-        << ", \"ready_ms\": " << r.ready_ms << ", \"x_ready\": " << ms / r.ready_ms
-        << ", \"predicted_ms\": " << (ready ? r.ready_ms : r.variants[i].plan.completion_s * 1e3)
+        << ", \"groups\": " << (ready || cold ? 0 : r.variants[i].plan.ends.size())
+        << ", \"ms\": " << ms << ", \"ready_ms\": " << r.ready_ms
+        << ", \"x_ready\": " << ms / r.ready_ms << ", \"predicted_ms\": "
+        << (ready  ? r.ready_ms
+            : cold ? ms
+                   : r.variants[i].plan.completion_s * 1e3)
         << ", \"transfer_ms\": " << r.transfer_ms << ", \"bandwidth\": " << json_quoted(o.bandwidth)
         << ", \"compute\": " << json_quoted(o.compute)
         << ", \"cpu\": " << json_quoted(cpu_model_name()) << "}";

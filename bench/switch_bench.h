@@ -7,10 +7,12 @@
 //   per layer      one group per layer, a host synchronize and a message per group
 //   PipeSwitch     PipeSwitch's grouping search, a host synchronize and a message per group
 //   ferry          the optimal grouping, device-side waits
-// as medians of `repeat` switches, with the overhead over ready, the planner's prediction, and
-// the two targets: ferry's overhead at most max(0, transfer - compute) + its largest
-// group's transfer + 1 ms, and at most half of PipeSwitch's. Not measured here yet: switches
-// between worker processes (stop-and-start), and real compute with a link scaled down to match.
+//   stop-and-start a new process (`ferry switch-cold-start`) builds the model, loads its weights
+//                  from a safetensors file into the device and runs (bench/cold_start.h)
+// as medians of `repeat` switches (stop_and_start_repeat processes), with the overhead over ready,
+// the planner's prediction, and the two targets: ferry's overhead at most max(0, transfer -
+// compute) + its largest group's transfer + 1 ms, and at most half of PipeSwitch's. Not measured
+// here yet: switches between worker processes, and real compute with a link scaled down to match.
 #pragma once
 
 #include <string>
@@ -27,6 +29,7 @@ struct SwitchBenchOptions {
   std::string latency = "10us";   // per copy (FERRY_SIM_LATENCY's format)
   long long batch = 8;
   int repeat = 20;                    // switches per case (median), after one warm-up
+  int stop_and_start_repeat = 3;      // new processes per model (median; 1 with --quick)
   std::string trace;                  // Chrome trace of one ferry switch of the first model
   std::string json;                   // the results as JSON too ("-": on stdout, tables on stderr)
   bool quick = false;                 // bert-tiny and resnet18, 3 repeats: a smoke test
