@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "ferry/autograd/grad_mode.h"
@@ -17,7 +18,10 @@ std::vector<double> values_of(const Tensor& t) {
   return std::vector<double>(p, p + host.numel());
 }
 
-::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, double rtol, double atol) {
+namespace {
+
+// Why a and b cannot be compared element by element (undefined, or sizes that differ), if so.
+std::optional<::testing::AssertionResult> not_comparable(const Tensor& a, const Tensor& b) {
   if (!a.defined() || !b.defined()) {
     return ::testing::AssertionFailure()
            << "undefined tensor (a " << a.defined() << ", b " << b.defined() << ")";
@@ -25,6 +29,13 @@ std::vector<double> values_of(const Tensor& t) {
   if (!a.sizes().equals(b.sizes())) {
     return ::testing::AssertionFailure() << "sizes differ: " << a.sizes() << " vs " << b.sizes();
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  if (auto failure = not_comparable(a, b)) return *failure;
   const std::vector<double> x = values_of(a), y = values_of(b);
   for (size_t i = 0; i < x.size(); ++i) {
     const bool both_nan = std::isnan(x[i]) && std::isnan(y[i]);
@@ -39,13 +50,7 @@ std::vector<double> values_of(const Tensor& t) {
 }
 
 ::testing::AssertionResult close_at_scale(const Tensor& a, const Tensor& b, double tol) {
-  if (!a.defined() || !b.defined()) {
-    return ::testing::AssertionFailure()
-           << "undefined tensor (a " << a.defined() << ", b " << b.defined() << ")";
-  }
-  if (!a.sizes().equals(b.sizes())) {
-    return ::testing::AssertionFailure() << "sizes differ: " << a.sizes() << " vs " << b.sizes();
-  }
+  if (auto failure = not_comparable(a, b)) return *failure;
   const std::vector<double> x = values_of(a), y = values_of(b);
   double scale = 0;
   for (double v : y) scale = std::max(scale, std::abs(v));
