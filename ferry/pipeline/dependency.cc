@@ -34,9 +34,17 @@ Tensor join(const Tensor& input, const Tensor& phony) {
   return out[0];
 }
 
-void depend(autograd::variable_list& fork_from, autograd::variable_list& join_to) {
+void depend(autograd::variable_list& fork_from, autograd::variable_list& join_to,
+            const std::optional<AbstractStream>& fork_on,
+            const std::optional<AbstractStream>& join_on) {
   Tensor phony;
-  std::tie(fork_from[0], phony) = fork(fork_from[0]);
+  {
+    std::optional<use_stream> on;
+    if (fork_on) on.emplace(*fork_on);
+    std::tie(fork_from[0], phony) = fork(fork_from[0]);
+  }
+  std::optional<use_stream> on;
+  if (join_on) on.emplace(*join_on);
   join_to[0] = join(join_to[0], phony);
 }
 

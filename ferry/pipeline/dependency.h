@@ -7,9 +7,11 @@
 // Without grad mode, or with nothing requiring grad, both are plain pass-throughs.
 #pragma once
 
+#include <optional>
 #include <utility>
 
 #include "ferry/autograd/variable.h"
+#include "ferry/pipeline/stream.h"
 
 namespace ferry::pipeline {
 
@@ -20,6 +22,11 @@ Tensor get_phony(Device device, bool requires_grad);
 std::pair<Tensor, Tensor> fork(const Tensor& input);
 Tensor join(const Tensor& input, const Tensor& phony);
 // fork_from's first tensor gets the fork, join_to's first tensor the join (torchgpipe's depend).
-void depend(autograd::variable_list& fork_from, autograd::variable_list& join_to);
+// With a stream, the fork (join) is recorded with that stream current, so its backward node, which
+// only passes gradients on, runs on it: the engine then queues no wait for it on the stream that
+// would be current otherwise (GPipe's fence passes the copy streams that carry the two tensors).
+void depend(autograd::variable_list& fork_from, autograd::variable_list& join_to,
+            const std::optional<AbstractStream>& fork_on = std::nullopt,
+            const std::optional<AbstractStream>& join_on = std::nullopt);
 
 }  // namespace ferry::pipeline

@@ -142,30 +142,6 @@ std::vector<Tensor> GPipe::parameters() const {
   return out;
 }
 
-// depend(batches[i - 1], batches[i]) at the fence of cell (i, j), with the fork recorded on the
-// copy stream that carries batches[i - 1] (partition j's output for micro-batch i - 1) and the
-// join on the one that carries batches[i] into partition j. Their backward nodes pass gradients
-// through on the copy streams the gradients arrive on, so the engine queues no wait on the
-// partitions' compute streams for them: the Wait functions queue those, in the order of the
-// backward (recorded on the compute stream, a join's wait would be queued as soon as the copy of
-// micro-batch i's gradient was, ahead of micro-batch i + 1's backward on that stream).
-namespace {
-void fence_dependency(Batch& fork_from, Batch& join_to,
-                      const std::vector<std::vector<Stream>>& copy_streams, int64_t i, int64_t j) {
-  Tensor phony;
-  {
-    use_stream on(copy_streams[j][i - 1]);
-    std::tie(fork_from[0], phony) = fork(fork_from[0]);
-  }
-  if (j == 0) {
-    join_to[0] = join(join_to[0], phony);
-    return;
-  }
-  use_stream on(copy_streams[j - 1][i]);
-  join_to[0] = join(join_to[0], phony);
-}
-}  // namespace
-
 Tensor GPipe::forward(const Tensor& input) {
   FERRY_CHECK_AS(DeviceError, input.defined() && input.device() == devices_[0],
                  "GPipe: expected the input on ", devices_[0], " (the first partition's device), ",
@@ -201,7 +177,16 @@ Tensor GPipe::forward(const Tensor& input) {
     // Fence: the phony dependencies and the copies into each partition's copy stream.
     for (auto [i, j] : schedule) {
       try {
-        if (i != 0) fence_dependency(batches[i - 1], batches[i], copy_streams, i, j);
+        // The fork is recorded on the copy stream that carries batches[i - 1] (partition j's
+        // output for micro-batch i - 1), the join on the one that carries batches[i] into
+        // partition j: their backward nodes then pass gradients on where the gradients arrive,
+        // and the Waits queue the compute streams' waits in backward order. (Recorded on the
+        // compute stream, a join's wait was queued as soon as micro-batch i's gradient was
+        // copied, ahead of micro-batch i + 1's backward there.)
+        if (i != 0) {
+          depend(batches[i - 1], batches[i], copy_streams[j][i - 1],
+                 j != 0 ? std::optional<Stream>(copy_streams[j - 1][i]) : std::nullopt);
+        }
         if (j != 0) {
           const Stream& prev = copy_streams[j - 1][i];
           const Stream& next = copy_streams[j][i];
