@@ -260,24 +260,24 @@ void FixedRangeResource::free_block(Block* block, StreamId owner) {
 }
 
 void FixedRangeResource::insert_free(Block* block) {
-  // The lower block survives a merge, so head_ is never deleted.
+  // Merges `upper` into its predecessor `lower`, which keeps its owner or, when idle, takes
+  // upper's. The lower block survives a merge, so head_ is never deleted.
+  const auto merge = [](Block* lower, Block* upper) {
+    if (lower->owner == kIdle) lower->owner = upper->owner;
+    lower->size += upper->size;
+    lower->next = upper->next;
+    if (lower->next != nullptr) lower->next->prev = lower;
+    delete upper;
+  };
   if (Block* next = block->next; next != nullptr && next->state == BlockState::kFree &&
                                  mergeable(block->owner, next->owner, kIdle)) {
     free_.erase(next);
-    if (block->owner == kIdle) block->owner = next->owner;
-    block->size += next->size;
-    block->next = next->next;
-    if (block->next != nullptr) block->next->prev = block;
-    delete next;
+    merge(block, next);
   }
   if (Block* prev = block->prev; prev != nullptr && prev->state == BlockState::kFree &&
                                  mergeable(block->owner, prev->owner, kIdle)) {
     free_.erase(prev);
-    if (prev->owner == kIdle) prev->owner = block->owner;
-    prev->size += block->size;
-    prev->next = block->next;
-    if (prev->next != nullptr) prev->next->prev = prev;
-    delete block;
+    merge(prev, block);
     block = prev;
   }
   block->free_tick = ++tick_;
