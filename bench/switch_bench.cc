@@ -19,6 +19,7 @@
 #include "ferry/core/json_text.h"
 #include "ferry/device/guard.h"
 #include "ferry/device/stream.h"
+#include "ferry/nn/module.h"
 #include "ferry/nn/safetensors.h"
 #include "ferry/switch/grouping.h"
 #include "ferry/switch/model_image.h"
@@ -47,8 +48,7 @@ struct ModelResult {
   double ready_ms = 0;  // measured
   std::vector<Variant> variants;
   double stop_and_start_ms = 0;  // a new process: build, load the file, run (median)
-  int stop_and_start_runs = 0;
-  double bound_ms = 0;  // ferry's target overhead
+  double bound_ms = 0;           // ferry's target overhead
   bool met_bound = false;
   bool met_half = false;
 };
@@ -81,33 +81,43 @@ double ready_ms(const switch_::ZooModel& model, const Tensor& input,
   return now_ms() - t0;
 }
 
+// A model's state_dict saved as a safetensors file in a scratch folder, removed with the object:
+// what the stop-and-start process loads.
+class WeightsFile {
+ public:
+  WeightsFile(const std::string& arch, const nn::Module& module)
+      : dir_(std::filesystem::temp_directory_path() /
+             ("ferry-bench-switch-" + std::to_string(::getpid()))),
+        path_((dir_ / (arch + ".safetensors")).string()) {
+    std::filesystem::create_directories(dir_);
+    safetensors::save(path_, module.state_dict());
+  }
+  WeightsFile(const WeightsFile&) = delete;
+  WeightsFile& operator=(const WeightsFile&) = delete;
+  ~WeightsFile() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::filesystem::path dir_;
+  std::string path_;
+};
+
 // PipeSwitch's stop-and-start baseline, for scale: a new process (this tool's
-// switch-cold-start) builds the model, loads its weights from a safetensors file into sim:0 and
-// runs the request. The file holds the model's state_dict (seed 0, as the switched model's).
-void stop_and_start(const std::string& arch, const SwitchBenchOptions& o, ModelResult& r) {
-  namespace fs = std::filesystem;
-  const fs::path dir =
-      fs::temp_directory_path() / ("ferry-bench-switch-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  struct RemoveDir {
-    fs::path dir;
-    ~RemoveDir() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } remove_dir{dir};
+// switch-cold-start) builds the model, loads its weights from `weights` into sim:0 and runs the
+// request.
+void stop_and_start(const std::string& arch, const std::string& weights,
+                    const SwitchBenchOptions& o, ModelResult& r) {
   ColdStartOptions cold;
   cold.arch = arch;
   cold.batch = o.batch;
-  cold.weights = (dir / (arch + ".safetensors")).string();
-  switch_::ZooInputShape shape;
-  shape.batch = o.batch;
-  safetensors::save(cold.weights, switch_::make_zoo_model(arch, 0, shape).module->state_dict());
+  cold.weights = weights;
   std::vector<double> runs;
   const int n = o.quick ? 1 : o.stop_and_start_repeat;
   for (int i = 0; i < n; ++i) runs.push_back(time_cold_start(cold, sim::config()));
   r.stop_and_start_ms = median(runs);
-  r.stop_and_start_runs = n;
 }
 
 ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, int repeat,
@@ -116,6 +126,7 @@ ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, in
   switch_::ZooInputShape shape;
   shape.batch = o.batch;
   switch_::ZooModel model = switch_::make_zoo_model(arch, 0, shape);
+  const WeightsFile weights(arch, *model.module);  // before the image binds the weights
   const switch_::ModelImage image(model.layers);
   const Tensor input = model.example_input(device);
   const switch_::SwitchStreams streams = switch_::switch_streams(device);
@@ -167,7 +178,7 @@ ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, in
   }
   switch_::switch_out(image);
   streams.compute.synchronize();
-  stop_and_start(arch, o, r);
+  stop_and_start(arch, weights.path(), o, r);
 
   // The bound: max(0, transfer - compute) + the largest group's transfer + 1 ms.
   const Variant& ferry = r.variants.back();
