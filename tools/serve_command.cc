@@ -1,6 +1,8 @@
 // `ferry serve`: serves the models of a models.toml over a Unix socket (and optionally loopback
-// TCP) with ferry/switch's Server and SwitchingHandler (a resident-model cache per device, models
-// switched in pipelined on a miss; `-v` logs each switch), until SIGTERM or SIGINT, then stops
+// TCP) with ferry/switch's Server and, by default, a WorkerPoolHandler (per device a region and
+// 1 + --standby worker processes; models switched in pipelined on a miss; `-v` logs each switch
+// and each worker restart), or with --in-process the SwitchingHandler that runs every model in
+// this process. It runs until SIGTERM or SIGINT, then stops
 // accepting, drains the requests in flight and exits 0. The signal is caught by a handler that
 // only writes to a pipe, so it works whichever thread the kernel delivers it to.
 #include <fcntl.h>
@@ -17,6 +19,7 @@
 #include "ferry/switch/model_config.h"
 #include "ferry/switch/server.h"
 #include "ferry/switch/switching_handler.h"
+#include "ferry/switch/worker_pool.h"
 #include "tools/command.h"
 
 namespace ferry::tools {
@@ -42,11 +45,24 @@ struct ServeOptions {
   int64_t idle_timeout_ms = 60000;
   uint64_t max_frame_bytes = uint64_t{1} << 30;
   uint64_t resident_bytes = 0;
+  uint64_t workspace_bytes = 0;
+  size_t standby = 2;
+  bool in_process = false;
   int64_t profile_batch = 1;
   int64_t profile_image_size = 224;
   int64_t profile_seq_len = 128;
   int verbose = 0;
 };
+
+// The path of this executable, which the workers run as `ferry switch-worker`.
+std::string self_executable() {
+  std::string path(4096, '\0');
+  const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size());
+  FERRY_CHECK(n > 0 && static_cast<size_t>(n) < path.size(),
+              "ferry serve: could not read /proc/self/exe");
+  path.resize(static_cast<size_t>(n));
+  return path;
+}
 
 int run_serve(const ServeOptions& o) {
   using namespace ferry::switch_;
@@ -61,11 +77,11 @@ int run_serve(const ServeOptions& o) {
 
   const ServeConfig config = parse_models_toml_file(o.models);
   const std::vector<Device> devices = parse_device_list(o.devices);
-  SwitchingOptions switching;
-  switching.resident_bytes = o.resident_bytes;
-  switching.profile_shape = {o.profile_batch, o.profile_image_size, o.profile_seq_len};
+  const ZooInputShape profile_shape{o.profile_batch, o.profile_image_size, o.profile_seq_len};
+  std::function<void(const SwitchEvent&)> on_switch;
+  std::function<void(const std::string&)> log;
   if (o.verbose > 0) {
-    switching.on_switch = [](const SwitchEvent& e) {
+    on_switch = [](const SwitchEvent& e) {
       std::string evicted;
       for (const std::string& name : e.evicted) evicted += (evicted.empty() ? "" : ",") + name;
       std::printf("ferry serve: switch %s -> %s, %zu groups, evicted [%s], %.2f ms\n",
@@ -73,7 +89,53 @@ int run_serve(const ServeOptions& o) {
       std::fflush(stdout);
     };
   }
-  auto handler = std::make_shared<SwitchingHandler>(config, devices, switching);
+  log = [](const std::string& line) {
+    std::printf("ferry serve: %s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  std::shared_ptr<RequestHandler> handler;
+  std::vector<std::string> summary;
+  if (o.in_process) {
+    SwitchingOptions switching;
+    switching.resident_bytes = o.resident_bytes;
+    switching.profile_shape = profile_shape;
+    switching.on_switch = on_switch;
+    auto in_process = std::make_shared<SwitchingHandler>(config, devices, switching);
+    for (const Device& device : in_process->devices()) {
+      summary.push_back(detail::str_cat(device.str(), ": resident capacity ",
+                                        in_process->resident_capacity(device), " bytes"));
+    }
+    for (const std::string& name : in_process->model_names()) {
+      const auto resident = in_process->resident_device(name);
+      summary.push_back(detail::str_cat(
+          "model ", name, " (", in_process->weight_bytes(name), " bytes) ",
+          resident ? "resident on " + resident->str() : std::string("not resident")));
+    }
+    handler = in_process;
+  } else {
+    WorkerPoolOptions pool;
+    pool.worker_program = self_executable();
+    pool.standby = o.standby;
+    pool.resident_bytes = o.resident_bytes;
+    pool.workspace_bytes = o.workspace_bytes;
+    pool.profile_shape = profile_shape;
+    pool.on_switch = on_switch;
+    pool.log = log;
+    auto workers = std::make_shared<WorkerPoolHandler>(config, devices, pool);
+    for (const Device& device : workers->devices()) {
+      summary.push_back(detail::str_cat(device.str(), ": resident capacity ",
+                                        workers->params_capacity(device), " bytes"));
+    }
+    for (const WorkerInfo& w : workers->workers()) {
+      summary.push_back(
+          detail::str_cat("worker ", w.slot, " of ", w.device.str(), ": pid ", w.pid));
+    }
+    for (const std::string& name : workers->model_names()) {
+      summary.push_back(detail::str_cat("model ", name, " (", workers->weight_bytes(name),
+                                        " bytes, shared pinned memory)"));
+    }
+    handler = workers;
+  }
   ServerOptions options;
   options.socket_path = o.socket;
   for (unsigned uid : o.allow_uids) options.allowed_uids.push_back(static_cast<uid_t>(uid));
@@ -90,16 +152,7 @@ int run_serve(const ServeOptions& o) {
   std::cout << "ferry serve: listening on " << server.socket_path();
   if (server.tcp_port() != 0) std::cout << " and 127.0.0.1:" << server.tcp_port();
   std::cout << "\n";
-  for (const Device& device : handler->devices()) {
-    std::cout << "  " << device << ": resident capacity " << handler->resident_capacity(device)
-              << " bytes\n";
-  }
-  for (const std::string& name : handler->model_names()) {
-    const auto resident = handler->resident_device(name);
-    std::cout << "  model " << name << " (" << handler->weight_bytes(name) << " bytes) "
-              << (resident ? "resident on " + resident->str() : std::string("not resident"))
-              << "\n";
-  }
+  for (const std::string& line : summary) std::cout << "  " << line << "\n";
   std::cout << std::flush;
   char byte = 0;
   while (true) {
@@ -143,9 +196,18 @@ FERRY_REGISTER_COMMAND(
       sub.add_option("--max-frame-bytes", o->max_frame_bytes, "Largest request frame accepted")
           ->capture_default_str();
       sub.add_option("--resident-bytes", o->resident_bytes,
-                     "Device memory per device for resident model weights (0: 80% of its free "
-                     "memory at startup)")
+                     "Device memory per device for resident model weights (0: half of its free "
+                     "memory at startup; 80% with --in-process)")
           ->capture_default_str();
+      sub.add_option("--standby", o->standby,
+                     "Standby worker processes per device, besides the active one")
+          ->capture_default_str();
+      sub.add_option("--workspace-bytes", o->workspace_bytes,
+                     "Each worker's workspace (activations) in the device's region (0: the rest "
+                     "of the free memory, shared)")
+          ->capture_default_str();
+      sub.add_flag("--in-process", o->in_process,
+                   "Run the models in this process instead of in worker processes");
       sub.add_option("--profile-batch", o->profile_batch,
                      "Batch of the example input each model is profiled on at startup")
           ->capture_default_str();

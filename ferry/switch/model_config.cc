@@ -209,4 +209,40 @@ ServeConfig parse_models_toml_file(const std::string& path) {
   return parse_models_toml(text.str(), dir, path);
 }
 
+std::string to_models_toml(const ServeConfig& config, bool with_weights) {
+  toml::table models;
+  for (const ModelConfig& m : config.models) {
+    toml::table t;
+    t.insert("arch", m.arch);
+    if (with_weights && !m.weights.empty()) t.insert("weights", m.weights);
+    if (m.seed <= static_cast<uint64_t>(INT64_MAX)) t.insert("seed", static_cast<int64_t>(m.seed));
+    if (m.arch == "mlp") {
+      t.insert("in_features", m.in_features);
+      t.insert("out_features", m.out_features);
+      toml::array hidden;
+      for (int64_t h : m.hidden) hidden.push_back(h);
+      t.insert("hidden", std::move(hidden));
+      t.insert("activation", m.activation);
+    } else if (m.arch.rfind("resnet", 0) == 0) {
+      t.insert("num_classes", m.num_classes);
+    } else if (m.arch == "bert") {
+      const nn::models::BertConfig& b = m.bert;
+      t.insert("vocab_size", b.vocab_size);
+      t.insert("hidden_size", b.hidden_size);
+      t.insert("num_hidden_layers", b.num_hidden_layers);
+      t.insert("num_attention_heads", b.num_attention_heads);
+      t.insert("intermediate_size", b.intermediate_size);
+      t.insert("max_position_embeddings", b.max_position_embeddings);
+      t.insert("type_vocab_size", b.type_vocab_size);
+      t.insert("add_pooling_layer", b.add_pooling_layer);
+    }
+    models.insert(m.name, std::move(t));
+  }
+  toml::table root;
+  root.insert("models", std::move(models));
+  std::ostringstream out;
+  out << root;
+  return out.str();
+}
+
 }  // namespace ferry::switch_

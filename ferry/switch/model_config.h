@@ -50,4 +50,9 @@ ServeConfig parse_models_toml_file(const std::string& path);
 ServeConfig parse_models_toml(std::string_view text, const std::string& base_dir,
                               const std::string& source = "models.toml");
 
+// `config` as models.toml text that parse_models_toml reads back to the same models (weights paths
+// only when `with_weights`; a seed above INT64_MAX is left out). How a controller hands its
+// configuration to worker processes, which take their weights from shared memory instead.
+std::string to_models_toml(const ServeConfig& config, bool with_weights = true);
+
 }  // namespace ferry::switch_

@@ -33,9 +33,23 @@ std::vector<Tensor> weights_of(const nn::Module& module) {
   return out;
 }
 
+// A storage for bytes [offset, offset + nbytes) of the host block `host`: a pinned-allocator view
+// (so copies record on the block) for the allocator's blocks, else a view that keeps the foreign
+// block (registered shared memory) alive.
+Storage host_view_storage(const Tensor& host, size_t offset, size_t nbytes) {
+  if (host.storage().allocator() == memory::pinned_host_allocator()) {
+    return memory::pinned_view_storage(host.storage(), offset, nbytes);
+  }
+  auto* keep = new Storage(host.storage());
+  return Storage(DataPtr(
+                     static_cast<std::byte*>(host.storage().data()) + offset, keep,
+                     [](void* context) { delete static_cast<Storage*>(context); }, Device(kCPU)),
+                 nbytes);
+}
+
 }  // namespace
 
-ModelImage::ModelImage(const std::vector<SwitchLayer>& layers) {
+void ModelImage::lay_out(const std::vector<SwitchLayer>& layers) {
   std::unordered_set<const TensorImpl*> seen;
   size_t cursor = 0;
   for (const SwitchLayer& layer : layers) {
@@ -58,16 +72,73 @@ ModelImage::ModelImage(const std::vector<SwitchLayer>& layers) {
     layer_end_.push_back(std::max(cursor, layer_begin_.back()));
   }
   nbytes_ = cursor;
+}
+
+ModelImage::ModelImage(const std::vector<SwitchLayer>& layers) {
+  lay_out(layers);
   if (nbytes_ == 0) return;
   host_ = empty({static_cast<int64_t>(nbytes_)}, TensorOptions().dtype(kUInt8).pinned_memory(true));
   NoGradGuard no_grad;
   for (const ImageTensor& entry : tensors_) {
-    Tensor slot =
-        make_tensor(memory::pinned_view_storage(host_.storage(), entry.offset, entry.nbytes),
-                    entry.dtype, entry.sizes, contiguous_strides(entry.sizes));
+    Tensor slot = make_tensor(host_view_storage(host_, entry.offset, entry.nbytes), entry.dtype,
+                              entry.sizes, contiguous_strides(entry.sizes));
     slot.copy_(entry.tensor);
     entry.tensor.set_data(slot);
   }
+}
+
+std::unique_ptr<ModelImage> ModelImage::adopt(const std::vector<SwitchLayer>& layers,
+                                              const Tensor& host, uint64_t fingerprint) {
+  std::unique_ptr<ModelImage> image(new ModelImage());
+  image->lay_out(layers);
+  if (image->nbytes_ == 0) return image;
+  image->check_host_block(host, "ModelImage::adopt");
+  FERRY_CHECK(image->fingerprint() == fingerprint,
+              "ModelImage::adopt: expected bytes laid out as this model's ", image->tensors_.size(),
+              " weights (layout fingerprint ", image->fingerprint(),
+              "), but the buffer's layout has fingerprint ", fingerprint,
+              ": another architecture or configuration");
+  image->host_ = host;
+  image->bind_host();
+  return image;
+}
+
+void ModelImage::relocate_host(const Tensor& host) {
+  if (nbytes_ == 0) return;
+  check_host_block(host, "ModelImage::relocate_host");
+  Tensor target = host;
+  target.copy_(host_);
+  host_ = target;
+  bind_host();
+}
+
+uint64_t ModelImage::fingerprint() const {
+  // FNV-1a over each tensor's offset, dtype and sizes.
+  uint64_t hash = 1469598103934665603ull;
+  const auto mix = [&](uint64_t value) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash ^= (value >> (8 * byte)) & 0xff;
+      hash *= 1099511628211ull;
+    }
+  };
+  mix(nbytes_);
+  for (const ImageTensor& entry : tensors_) {
+    mix(entry.offset);
+    mix(static_cast<uint64_t>(entry.dtype));
+    mix(entry.sizes.size());
+    for (int64_t size : entry.sizes) mix(static_cast<uint64_t>(size));
+  }
+  return hash;
+}
+
+void ModelImage::check_host_block(const Tensor& host, const char* what) const {
+  FERRY_CHECK(host.defined() && host.is_cpu() && host.dtype() == kUInt8 && host.dim() == 1 &&
+                  host.numel() == static_cast<int64_t>(nbytes_) && host.storage_offset() == 0,
+              what, ": expected a whole uint8 host block of ", nbytes_, " bytes, got ",
+              host.defined() ? detail::str_cat(host.device(), " ", host.dtype(), " ", host.sizes())
+                             : std::string("an undefined tensor"));
+  FERRY_CHECK(host.is_pinned(), what,
+              ": expected pinned or registered host memory, got pageable host memory");
 }
 
 void ModelImage::bind(const Tensor& block) const {
@@ -84,7 +155,7 @@ void ModelImage::bind(const Tensor& block) const {
               "memory");
   for (const ImageTensor& entry : tensors_) {
     Storage storage =
-        host ? memory::pinned_view_storage(block.storage(), entry.offset, entry.nbytes)
+        host ? host_view_storage(block, entry.offset, entry.nbytes)
              : memory::device_view_storage(block.storage(), entry.offset, entry.nbytes);
     entry.tensor.set_data(
         make_tensor(std::move(storage), entry.dtype, entry.sizes, contiguous_strides(entry.sizes)));

@@ -137,6 +137,8 @@ QueuedSwitch switch_in(const ModelImage& image, const std::vector<SwitchLayer>& 
   QueuedSwitch queued;
   if (image.nbytes() > 0) {
     StreamGuard on_compute(streams.compute);
+    std::optional<memory::UseMemPool> weights_pool;
+    if (options.weights_pool) weights_pool.emplace(*options.weights_pool);
     queued.block =
         empty({static_cast<int64_t>(image.nbytes())}, TensorOptions().dtype(kUInt8).device(device));
   }

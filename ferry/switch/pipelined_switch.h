@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "ferry/core/tensor.h"
 #include "ferry/device/event.h"
 #include "ferry/device/stream.h"
+#include "ferry/memory/mem_pool.h"
 #include "ferry/switch/model_image.h"
 #include "ferry/switch/switch_layers.h"
 
@@ -60,6 +62,9 @@ struct SwitchOptions {
   // When set, receives the switch's timeline once the compute stream has passed it (call
   // streams.compute.synchronize() before reading it).
   std::shared_ptr<SwitchTrace> trace;
+  // When set, the device block for the weights comes from this pool (a worker's parameters
+  // sub-region) rather than from the caller's current pool; the layers' activations do not.
+  std::optional<memory::MemPool> weights_pool;
 };
 
 struct QueuedSwitch {

@@ -205,6 +205,24 @@ std::vector<std::byte> frame(MessageType type, uint64_t request_id, Writer&& pay
 
 }  // namespace
 
+std::pair<ErrorCode, std::string> classify_error(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const SwitchError& e) {
+    return {e.code(), e.what()};
+  } catch (const ShapeError& e) {
+    return {ErrorCode::bad_input, e.what()};
+  } catch (const DTypeError& e) {
+    return {ErrorCode::bad_input, e.what()};
+  } catch (const IndexError& e) {
+    return {ErrorCode::bad_input, e.what()};
+  } catch (const std::exception& e) {
+    return {ErrorCode::internal, e.what()};
+  } catch (...) {
+    return {ErrorCode::internal, "unknown exception"};
+  }
+}
+
 std::string error_code_name(ErrorCode code) {
   switch (code) {
     case ErrorCode::bad_frame:

@@ -109,6 +109,19 @@ std::vector<InputSpec> input_specs_of(const ModelConfig& c) {
 
 ServedModel::ServedModel(const ModelConfig& config, ZooInputShape example_shape)
     : name_(config.name) {
+  build(config, example_shape);
+  if (!config.weights.empty()) zoo_.module->load(config.weights, Device(kCPU), /*strict=*/true);
+  image_ = std::make_unique<ModelImage>(zoo_.layers);
+}
+
+ServedModel::ServedModel(const ModelConfig& config, ZooInputShape example_shape,
+                         const Tensor& image_bytes, uint64_t image_fingerprint)
+    : name_(config.name) {
+  build(config, example_shape);
+  image_ = ModelImage::adopt(zoo_.layers, image_bytes, image_fingerprint);
+}
+
+void ServedModel::build(const ModelConfig& config, ZooInputShape example_shape) {
   if (config.arch != "mlp" && config.arch != "bert" && config.arch != "bert-base" &&
       config.arch.rfind("resnet", 0) != 0) {
     throw ConfigError(
@@ -116,9 +129,7 @@ ServedModel::ServedModel(const ModelConfig& config, ZooInputShape example_shape)
   }
   zoo_ = make_zoo_model(config.arch, zoo_options_of(config, example_shape));
   inputs_ = input_specs_of(config);
-  if (!config.weights.empty()) zoo_.module->load(config.weights, Device(kCPU), /*strict=*/true);
   zoo_.module->eval();
-  image_ = std::make_unique<ModelImage>(zoo_.layers);
 }
 
 void ServedModel::check_values(const std::vector<Tensor>& in) const {

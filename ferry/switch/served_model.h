@@ -38,6 +38,12 @@ class ServedModel {
   // and moves the weights into a pinned image. `example_shape` is the shape of example_input
   // (used to profile the model for the planner). Raises ConfigError or the loader's error.
   explicit ServedModel(const ModelConfig& config, ZooInputShape example_shape = {});
+  // The same model whose weights are the bytes of `image_bytes` (uint8, pinned or registered
+  // host memory: another process's image of this configuration, see ModelImage::adopt): the
+  // weights file is not read and the host holds no copy of its own. Raises as above, or
+  // ferry::Error when the bytes are laid out for another model.
+  ServedModel(const ModelConfig& config, ZooInputShape example_shape, const Tensor& image_bytes,
+              uint64_t image_fingerprint);
 
   const std::string& name() const { return name_; }
   const std::string& arch() const { return zoo_.arch; }
@@ -45,6 +51,7 @@ class ServedModel {
   nn::Module& module() { return *zoo_.module; }
   const std::vector<SwitchLayer>& layers() const { return zoo_.layers; }
   const ModelImage& image() const { return *image_; }
+  ModelImage& image() { return *image_; }
   // Bytes of device memory the model's weights take when resident (its image).
   size_t weight_bytes() const { return image_->nbytes(); }
   // A random input for the first layer, of the example shape, on `device`.
@@ -66,6 +73,9 @@ class ServedModel {
   std::vector<NamedTensor> run(const std::vector<Tensor>& device_inputs);
 
  private:
+  // Builds the zoo model (eval mode) and the input specs.
+  void build(const ModelConfig& config, ZooInputShape example_shape);
+
   std::string name_;
   ZooModel zoo_;
   std::vector<InputSpec> inputs_;

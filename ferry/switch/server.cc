@@ -112,25 +112,6 @@ UniqueFd listen_tcp(uint16_t port, uint16_t* bound_port) {
   return fd;
 }
 
-// What a handler's exception answers.
-std::pair<ErrorCode, std::string> classify(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const SwitchError& e) {
-    return {e.code(), e.what()};
-  } catch (const ShapeError& e) {
-    return {ErrorCode::bad_input, e.what()};
-  } catch (const DTypeError& e) {
-    return {ErrorCode::bad_input, e.what()};
-  } catch (const IndexError& e) {
-    return {ErrorCode::bad_input, e.what()};
-  } catch (const std::exception& e) {
-    return {ErrorCode::internal, e.what()};
-  } catch (...) {
-    return {ErrorCode::internal, "unknown exception"};
-  }
-}
-
 double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
@@ -302,7 +283,7 @@ std::vector<std::byte> Server::answer(InferRequest& request) {
     }
     return encode_infer_response(request.id, result, limits);
   } catch (...) {
-    auto [code, message] = classify(std::current_exception());
+    auto [code, message] = classify_error(std::current_exception());
     return encode_error_response(request.id, code, message, limits);
   }
 }

@@ -9,6 +9,7 @@
 #include "ferry/device/guard.h"
 #include "ferry/device/runtime.h"
 #include "ferry/ops/factories.h"
+#include "ferry/switch/device_run.h"
 #include "ferry/switch/switch_profile.h"
 
 namespace ferry::switch_ {
@@ -22,20 +23,6 @@ double handler_ms_between(HandlerClock::time_point a, HandlerClock::time_point b
 
 std::string mib_text(uint64_t bytes) {
   return detail::str_cat(bytes, " bytes (", static_cast<double>(bytes) / (1 << 20), " MiB)");
-}
-
-// Copies the whole image into a new block on `streams.compute`'s device and binds the model to
-// it, waiting for the copy: for profiling and preloading, outside any request.
-Tensor bind_whole_image(const ModelImage& image, const SwitchStreams& streams) {
-  if (image.nbytes() == 0) return Tensor();
-  const Device device = streams.compute.device();
-  StreamGuard on_compute(streams.compute);
-  Tensor block =
-      empty({static_cast<int64_t>(image.nbytes())}, TensorOptions().dtype(kUInt8).device(device));
-  block.copy_(image.host(), /*non_blocking=*/true);
-  streams.compute.synchronize();
-  image.bind(block);
-  return block;
 }
 
 }  // namespace
@@ -121,30 +108,15 @@ SwitchingHandler::SwitchingHandler(const ServeConfig& config, std::vector<Device
   }
 
   // Profile every (model, device) once and plan its switch.
-  autograd::NoGradGuard no_grad;
   for (size_t d = 0; d < device_states_.size(); ++d) {
     DeviceState& device = *device_states_[d];
-    DeviceGuard device_guard(device.device);
     const LinkProfile link = measure_link(device.device, options_.profile_repeats);
-    const GroupCosts costs = ferry_group_costs(link);
     for (auto& [name, state] : models_) {
       ServedModel& model = *state->model;
-      if (model.weight_bytes() > device.capacity) {
-        state->plans.push_back(Grouping{});
-        continue;
-      }
-      Tensor block = bind_whole_image(model.image(), device.streams);
-      std::vector<LayerCost> costs_of_layers;
-      {
-        StreamGuard on_compute(device.streams.compute);
-        costs_of_layers = profile_layers(model.layers(), model.example_input(device.device), link,
-                                         options_.profile_repeats);
-        device.streams.compute.synchronize();
-      }
-      model.end_run(Tensor());  // forgets what the layers left behind
-      switch_out(model.image());
-      block = Tensor();
-      state->plans.push_back(group_optimally(costs_of_layers, costs));
+      state->plans.push_back(
+          model.weight_bytes() > device.capacity
+              ? Grouping{}
+              : plan_switch(model, device.streams, link, options_.profile_repeats));
     }
   }
 
@@ -361,60 +333,23 @@ InferResult SwitchingHandler::handle(const InferRequest& request) {
   Tensor new_block;
   try {
     if (options_.before_run) options_.before_run(request.model);
-    autograd::NoGradGuard no_grad;
-    DeviceGuard device_guard(device.device);
-    StreamGuard on_compute(device.streams.compute);
-    for (Tensor& t : inputs) {
-      if (t.defined()) t = t.to(device.device);
-    }
-    std::vector<NamedTensor> outputs;
-    HandlerClock::time_point t2, t3;
-    if (switching) {
-      const Tensor first = model.begin_run(inputs);
-      device.streams.compute.synchronize();
-      t2 = HandlerClock::now();
-      QueuedSwitch queued =
-          switch_in(model.image(), model.layers(), state.plans[d].ends, first, device.streams);
-      new_block = queued.block;
-      if (!queued.arrivals.empty()) queued.arrivals.back().synchronize();
-      t3 = HandlerClock::now();
-      outputs = model.end_run(queued.output);
-      device.streams.compute.synchronize();
-      device.streams.copy.synchronize();
-    } else {
-      device.streams.compute.synchronize();
-      t2 = HandlerClock::now();
-      t3 = t2;
-      outputs = model.run(inputs);
-      device.streams.compute.synchronize();
-    }
-    const auto t4 = HandlerClock::now();
-    for (NamedTensor& o : outputs) o.tensor = o.tensor.cpu().contiguous();
-    const auto t5 = HandlerClock::now();
-    result.timings.transfer_ms =
-        handler_ms_between(t1, t2) + handler_ms_between(t2, t3) + handler_ms_between(t4, t5);
-    result.timings.compute_ms = handler_ms_between(t3, t4);
-    result.outputs = std::move(outputs);
+    DeviceRun run = run_on_device(model, std::move(inputs), device.streams,
+                                  switching ? &state.plans[d] : nullptr);
+    new_block = run.block;
+    result.timings.transfer_ms = run.timings.transfer_ms;
+    result.timings.compute_ms = run.timings.compute_ms;
+    result.outputs = std::move(run.outputs);
     if (switching && options_.on_switch) {
       options_.on_switch(SwitchEvent{request.model, device.device, state.plans[d].ends.size(),
-                                     evicted, handler_ms_between(t2, t4)});
+                                     evicted, run.switch_ms});
     }
   } catch (...) {
     if (switching) {
-      // Leave the model where it was before: not resident, its weights back in the image.
-      try {
-        device.streams.compute.synchronize();
-        device.streams.copy.synchronize();
-        model.end_run(Tensor());
-      } catch (const Error&) {
-        // The request's own error is the one to report.
-      }
+      // run_on_device put the weights back in the image: the model is not resident.
       std::lock_guard lock(mutex_);
-      switch_out(model.image());
       state.block = Tensor();
       state.device.reset();
       device.used -= model.weight_bytes();
-      new_block = Tensor();
     }
     release_device(state, d, nullptr);
     throw;

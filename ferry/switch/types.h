@@ -5,8 +5,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ferry/core/error.h"
@@ -64,6 +66,10 @@ class SwitchError : public Error {
  private:
   ErrorCode code_;
 };
+
+// What a handler's exception answers: a SwitchError keeps its code; ShapeError, DTypeError and
+// IndexError are bad_input; anything else is internal. With the exception's message.
+std::pair<ErrorCode, std::string> classify_error(const std::exception_ptr& error);
 
 class RequestHandler {
  public:

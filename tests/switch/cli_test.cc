@@ -144,8 +144,9 @@ TEST(SwitchCli, ServeSwitchesUnderAZipfLoad) {
     std::ofstream toml(dir.file("models.toml"));
     toml << toml_text;
   }
-  // Room for one of the two.
-  const uint64_t one = ServedModel(parse_models_toml(toml_text, "/").models[0]).weight_bytes();
+  // Room for one of the two (worker processes' parameter ranges are whole 512-byte blocks).
+  const uint64_t weights = ServedModel(parse_models_toml(toml_text, "/").models[0]).weight_bytes();
+  const uint64_t one = (weights + 511) / 512 * 512;
   TensorDict inputs;
   inputs.insert("x", randn({2, 8}));
   safetensors::save(dir.file("x.safetensors"), inputs);

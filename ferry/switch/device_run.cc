@@ -1,0 +1,105 @@
+// Running a served model's request on a device, resident or switched in (device_run.h).
+#include "ferry/switch/device_run.h"
+
+#include <chrono>
+
+#include "ferry/autograd/grad_mode.h"
+#include "ferry/device/event.h"
+#include "ferry/device/guard.h"
+#include "ferry/ops/factories.h"
+
+namespace ferry::switch_ {
+namespace {
+
+using RunClock = std::chrono::steady_clock;
+
+double run_ms_between(RunClock::time_point a, RunClock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+Tensor bind_whole_image(const ModelImage& image, const SwitchStreams& streams) {
+  if (image.nbytes() == 0) return Tensor();
+  const Device device = streams.compute.device();
+  StreamGuard on_compute(streams.compute);
+  Tensor block =
+      empty({static_cast<int64_t>(image.nbytes())}, TensorOptions().dtype(kUInt8).device(device));
+  block.copy_(image.host(), /*non_blocking=*/true);
+  streams.compute.synchronize();
+  image.bind(block);
+  return block;
+}
+
+Grouping plan_switch(ServedModel& model, const SwitchStreams& streams, const LinkProfile& link,
+                     int repeats) {
+  autograd::NoGradGuard no_grad;
+  const Device device = streams.compute.device();
+  DeviceGuard device_guard(device);
+  Tensor block = bind_whole_image(model.image(), streams);
+  std::vector<LayerCost> costs;
+  {
+    StreamGuard on_compute(streams.compute);
+    costs = profile_layers(model.layers(), model.example_input(device), link, repeats);
+    streams.compute.synchronize();
+  }
+  model.end_run(Tensor());  // forgets what the layers left behind
+  switch_out(model.image());
+  return group_optimally(costs, ferry_group_costs(link));
+}
+
+DeviceRun run_on_device(ServedModel& model, std::vector<Tensor> inputs,
+                        const SwitchStreams& streams, const Grouping* plan,
+                        const SwitchOptions& options) {
+  autograd::NoGradGuard no_grad;
+  const Device device = streams.compute.device();
+  DeviceGuard device_guard(device);
+  StreamGuard on_compute(streams.compute);
+  DeviceRun run;
+  const auto t1 = RunClock::now();
+  try {
+    for (Tensor& t : inputs) {
+      if (t.defined()) t = t.to(device);
+    }
+    RunClock::time_point t2, t3;
+    if (plan != nullptr) {
+      const Tensor first = model.begin_run(inputs);
+      streams.compute.synchronize();
+      t2 = RunClock::now();
+      QueuedSwitch queued =
+          switch_in(model.image(), model.layers(), plan->ends, first, streams, options);
+      run.block = queued.block;
+      if (!queued.arrivals.empty()) queued.arrivals.back().synchronize();
+      t3 = RunClock::now();
+      run.outputs = model.end_run(queued.output);
+      streams.compute.synchronize();
+      streams.copy.synchronize();
+    } else {
+      streams.compute.synchronize();
+      t2 = RunClock::now();
+      t3 = t2;
+      run.outputs = model.run(inputs);
+      streams.compute.synchronize();
+    }
+    const auto t4 = RunClock::now();
+    for (NamedTensor& o : run.outputs) o.tensor = o.tensor.cpu().contiguous();
+    const auto t5 = RunClock::now();
+    run.timings.transfer_ms =
+        run_ms_between(t1, t2) + run_ms_between(t2, t3) + run_ms_between(t4, t5);
+    run.timings.compute_ms = run_ms_between(t3, t4);
+    run.switch_ms = plan != nullptr ? run_ms_between(t2, t4) : 0;
+  } catch (...) {
+    try {
+      streams.compute.synchronize();
+      streams.copy.synchronize();
+      model.end_run(Tensor());
+    } catch (const Error&) {
+      // The request's own error is the one to report.
+    }
+    if (plan != nullptr) switch_out(model.image());
+    throw;
+  }
+  return run;
+}
+
+}  // namespace ferry::switch_

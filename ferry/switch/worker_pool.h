@@ -1,0 +1,139 @@
+// WorkerPoolHandler: the RequestHandler behind `ferry serve` when models run in worker processes,
+// as PipeSwitch's controller does. Per device it allocates one region of device memory, exports it
+// and starts 1 + `standby` worker processes (`ferry switch-worker`) that import and adopt it. The
+// region is cut into one workspace sub-region per worker (activations) and a parameters area from
+// which the controller hands each switched-in model a sub-region of its own. Each model's weights
+// sit once in shared pinned host memory (a SharedHostBuffer every worker maps), so no worker
+// holds a copy or reads a file on a switch.
+//
+// Policy, as the in-process SwitchingHandler's: a model is resident in at most one worker; each
+// worker holds at most one model, so a device keeps up to 1 + standby models resident while their
+// weights fit in its parameters area. One request runs on a device at a time. A request for a
+// resident model goes to its worker; otherwise a device that runs nothing is chosen (one where the
+// model fits as things are first, else the one whose least-recently-used model is oldest), a
+// worker there is chosen (one without a model first, else the one whose model is least recently
+// used, which is evicted), least-recently-used models are evicted until a contiguous range of the
+// parameters area fits the model, and the worker switches it in while the request computes
+// (groups planned by the controller, which profiles every (model, device) once at start-up).
+//
+// Faults: a worker that dies (kill -9 mid-request, mid-switch or idle), hangs past
+// reply_timeout, or breaks the channel is killed and reaped; the request it held fails with
+// SwitchError(internal) naming the worker, its pid and how it ended; its model is no longer
+// resident and its parameters range is free again; a new worker is started in its slot. The
+// destructor shuts every worker down (SIGKILL after a bounded wait) and reaps it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ferry/core/device.h"
+#include "ferry/switch/grouping.h"
+#include "ferry/switch/model_config.h"
+#include "ferry/switch/switching_handler.h"
+#include "ferry/switch/types.h"
+#include "ferry/switch/zoo_model.h"
+
+namespace ferry::switch_ {
+
+struct WorkerPoolOptions {
+  // The ferry executable the workers run (`PROGRAM switch-worker ...`).
+  std::string worker_program;
+  // Workers per device besides the active one.
+  size_t standby = 2;
+  // Each device's region holds a parameters area for resident weights and one workspace
+  // sub-region per worker. Bytes of the parameters area; 0: half of the device's free memory at
+  // start-up minus kRegionMargin.
+  uint64_t resident_bytes = 0;
+  // Bytes of each worker's workspace; 0: the rest of that free memory, shared among the workers.
+  uint64_t workspace_bytes = 0;
+  ZooInputShape profile_shape{1, 224, 128};
+  int profile_repeats = 3;
+  std::chrono::milliseconds worker_start_timeout{std::chrono::seconds(300)};
+  // The longest a worker may take to answer a request or an eviction before it is killed.
+  std::chrono::milliseconds reply_timeout{std::chrono::seconds(300)};
+  // Called after each switch and for worker deaths and restarts (a line of text).
+  std::function<void(const SwitchEvent&)> on_switch;
+  std::function<void(const std::string&)> log;
+  // For tests: called with the worker's pid just after a request has been sent to it.
+  std::function<void(pid_t)> after_send;
+};
+
+// What the region leaves free on the device when no region size is given.
+inline constexpr uint64_t kRegionMargin = uint64_t{256} << 20;
+
+struct WorkerInfo {
+  Device device;
+  size_t slot = 0;
+  pid_t pid = 0;      // 0 while (re)starting
+  std::string model;  // resident model, or empty
+  uint64_t params_offset = 0, params_size = 0;
+};
+
+class WorkerPoolHandler : public RequestHandler {
+ public:
+  // Loads the models, profiles them, allocates the regions and starts every worker, waiting until
+  // each is ready. Raises ConfigError, SwitchError(too_large) for a model that fits no device's
+  // parameters area, or ferry::Error when a worker cannot start (with its reason).
+  WorkerPoolHandler(const ServeConfig& config, std::vector<Device> devices,
+                    WorkerPoolOptions options);
+  ~WorkerPoolHandler() override;
+
+  InferResult handle(const InferRequest& request) override;
+
+  std::vector<std::string> model_names() const;
+  const std::vector<Device>& devices() const { return devices_; }
+  std::vector<WorkerInfo> workers() const;
+  uint64_t params_capacity(Device device) const;
+  uint64_t weight_bytes(const std::string& model) const;
+  std::optional<Device> resident_device(const std::string& model) const;
+  uint64_t switch_count() const;
+  // Workers started since construction to replace dead ones.
+  uint64_t restart_count() const;
+
+ private:
+  struct Model;
+  struct Worker;
+  struct DeviceSlot;
+
+  Model& find(const std::string& model) const;
+  std::optional<size_t> choose_device_locked(const Model& model) const;
+  // On a device the caller holds: a worker and a parameters range for `model`, evicting as
+  // needed (the channel work happens with the lock released).
+  Worker& prepare_switch(std::unique_lock<std::mutex>& lock, size_t device, Model& model,
+                         std::vector<std::string>& evicted);
+  void evict(std::unique_lock<std::mutex>& lock, Worker& worker);
+  // Marks `worker` dead (under the lock): its model is not resident, its range is free; the
+  // monitor restarts the slot. Returns how it ended, for messages.
+  std::string bury_locked(Worker& worker, const std::string& doing);
+  // Starts the worker's process and sends it its start-up message / waits until it is ready.
+  void launch_worker(Worker& worker);
+  void await_worker(Worker& worker);
+  void monitor_loop();
+
+  WorkerPoolOptions options_;
+  std::string models_toml_;
+  std::vector<Device> devices_;
+  std::vector<std::unique_ptr<DeviceSlot>> device_slots_;
+  std::map<std::string, std::unique_ptr<Model>> models_;
+  mutable std::mutex mutex_;
+  std::condition_variable device_freed_;
+  uint64_t tick_ = 0;
+  uint64_t switch_count_ = 0;
+  uint64_t restart_count_ = 0;
+  bool stopping_ = false;
+  std::condition_variable monitor_wake_;
+  std::thread monitor_;
+};
+
+}  // namespace ferry::switch_
