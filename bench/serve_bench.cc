@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "bench/load_bench.h"
@@ -19,6 +20,7 @@
 #include "ferry/switch/served_model.h"
 #include "ferry/switch/server.h"
 #include "ferry/switch/switching_handler.h"
+#include "ferry/switch/worker_pool.h"
 
 namespace ferry::bench {
 namespace {
@@ -61,13 +63,30 @@ std::vector<NamedTensor> serve_bench_input(const ModelConfig& c, const ZooInputS
 }
 
 SetupResult run_setup(const std::string& name, const ServeConfig& config, size_t device_count,
-                      uint64_t resident_bytes, const ZooInputShape& shape, const LoadSpec& spec) {
+                      uint64_t resident_bytes, const ZooInputShape& shape, const LoadSpec& spec,
+                      bool worker_processes) {
   std::vector<Device> devices;
   for (size_t d = 0; d < device_count; ++d) devices.emplace_back("sim:" + std::to_string(d));
-  SwitchingOptions options;
-  options.resident_bytes = resident_bytes;
-  options.profile_shape = shape;
-  auto handler = std::make_shared<SwitchingHandler>(config, devices, options);
+  std::shared_ptr<RequestHandler> handler;
+  std::function<uint64_t()> switches;
+  if (worker_processes) {
+    WorkerPoolOptions pool;
+    pool.worker_program = this_executable();
+    for (const auto& [key, value] : sim::config().settings()) pool.worker_environment[key] = value;
+    pool.standby = 1;
+    pool.resident_bytes = (resident_bytes + 511) / 512 * 512;
+    pool.profile_shape = shape;
+    auto workers = std::make_shared<WorkerPoolHandler>(config, devices, pool);
+    switches = [workers] { return workers->switch_count(); };
+    handler = workers;
+  } else {
+    SwitchingOptions options;
+    options.resident_bytes = resident_bytes;
+    options.profile_shape = shape;
+    auto in_process = std::make_shared<SwitchingHandler>(config, devices, options);
+    switches = [in_process] { return in_process->switch_count(); };
+    handler = in_process;
+  }
   std::string dir = (std::filesystem::temp_directory_path() / "ferry-bench-serve-XXXXXX").string();
   FERRY_CHECK(::mkdtemp(dir.data()) != nullptr, "bench-serve: mkdtemp failed");
   SetupResult result{name, device_count, {}, 0};
@@ -76,7 +95,7 @@ SetupResult run_setup(const std::string& name, const ServeConfig& config, size_t
     server_options.socket_path = dir + "/ferry.sock";
     Server server(server_options, handler);
     result.load = run_load(spec, [&] { return std::make_unique<Client>(server.socket_path()); });
-    result.switches = handler->switch_count();
+    result.switches = switches();
     server.stop();
   } catch (...) {
     std::filesystem::remove_all(dir);
@@ -138,8 +157,10 @@ int run_serve_bench(const ServeBenchOptions& o) {
 
   std::vector<SetupResult> results;
   try {
-    results.push_back(run_setup("switching", config, 2, largest, shape, spec));
-    results.push_back(run_setup("one model per device", config, 4, largest, shape, spec));
+    results.push_back(run_setup("switching, in process", config, 2, largest, shape, spec, false));
+    results.push_back(
+        run_setup("switching, worker processes", config, 2, largest, shape, spec, true));
+    results.push_back(run_setup("one model per device", config, 4, largest, shape, spec, false));
   } catch (...) {
     sim::configure(saved);
     throw;
@@ -160,7 +181,7 @@ int run_serve_bench(const ServeBenchOptions& o) {
       status = 1;
     }
   }
-  std::printf("per model (switching):");
+  std::printf("per model (switching, in process):");
   for (size_t m = 0; m < spec.models.size(); ++m) {
     std::printf(" %s %lld", spec.models[m].c_str(),
                 static_cast<long long>(results[0].load.per_model[m]));

@@ -1,10 +1,12 @@
 // The throughput benchmark behind `ferry bench-serve` (docs/switch.md): a Zipf-distributed
-// request stream over four models served by `ferry serve`'s SwitchingHandler in this process,
-// over a real Unix socket, on sim devices with a PCIe-like link and V100-like modelled compute
-// (timing-only: outputs undefined, the schedule is what is measured). Two setups, the same
-// request sequence (one printed seed):
-//   switching             2 devices, room for about one model each: misses switch models in
-//   one model per device  4 devices, every model resident on its own device: never switches
+// request stream over four models served by `ferry serve`'s handlers, over a real Unix socket,
+// on sim devices with a PCIe-like link and V100-like modelled compute (timing-only: outputs
+// undefined, the schedule is what is measured). Three setups, the same request sequence (one
+// printed seed):
+//   switching, in process        2 devices, room for about one model each (SwitchingHandler)
+//   switching, worker processes  the same with WorkerPoolHandler: 2 workers per device, the
+//                                workers given this process's sim settings
+//   one model per device         4 devices, every model resident on its own: never switches
 // The baseline is the "one model per device, no switching"; serving four models that way
 // takes four devices, so it uses twice the hardware. Reports p50/p99 latency, requests/s and how
 // many requests switched.

@@ -54,16 +54,6 @@ struct ServeOptions {
   int verbose = 0;
 };
 
-// The path of this executable, which the workers run as `ferry switch-worker`.
-std::string self_executable() {
-  std::string path(4096, '\0');
-  const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size());
-  FERRY_CHECK(n > 0 && static_cast<size_t>(n) < path.size(),
-              "ferry serve: could not read /proc/self/exe");
-  path.resize(static_cast<size_t>(n));
-  return path;
-}
-
 int run_serve(const ServeOptions& o) {
   using namespace ferry::switch_;
   int fds[2];
@@ -114,7 +104,7 @@ int run_serve(const ServeOptions& o) {
     handler = in_process;
   } else {
     WorkerPoolOptions pool;
-    pool.worker_program = self_executable();
+    pool.worker_program = this_executable();
     pool.standby = o.standby;
     pool.resident_bytes = o.resident_bytes;
     pool.workspace_bytes = o.workspace_bytes;

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "ferry/core/error.h"
 #include "ferry/device/backend.h"
@@ -54,19 +56,30 @@ std::string kill_and_reap(pid_t pid) {
   return worker_exit_text(status);
 }
 
-// Starts `program switch-worker` with `channel` as its descriptor 3.
-pid_t spawn_worker(const std::string& program, int channel) {
+// Starts `program switch-worker` with `channel` as its descriptor 3 and this process's
+// environment with `overrides` over it.
+pid_t spawn_worker(const std::string& program, int channel,
+                   const std::map<std::string, std::string>& overrides) {
   const std::string parent = std::to_string(::getpid());
   std::vector<std::string> args = {program, "switch-worker", "--channel-fd",
                                    "3",     "--parent",      parent};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (!overrides.contains(entry.substr(0, entry.find('=')))) env.push_back(entry);
+  }
+  for (const auto& [key, value] : overrides) env.push_back(key + "=" + value);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, channel, 3);
   pid_t pid = 0;
-  const int err = ::posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environ);
+  const int err = ::posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (err != 0) {
     FERRY_FAIL_AS(Error, "ferry serve: could not start the worker program \"", program,
@@ -81,6 +94,15 @@ std::string pool_mib(uint64_t bytes) {
 
 }  // namespace
 
+std::string this_executable() {
+  std::string path(4096, '\0');
+  const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size());
+  FERRY_CHECK(n > 0 && static_cast<size_t>(n) < path.size(),
+              "could not read /proc/self/exe: ", std::strerror(errno));
+  path.resize(static_cast<size_t>(n));
+  return path;
+}
+
 struct WorkerPoolHandler::Model {
   std::string name;
   std::unique_ptr<ServedModel> model;
@@ -88,7 +110,9 @@ struct WorkerPoolHandler::Model {
   std::vector<Grouping> plans;  // per device
   Worker* resident = nullptr;
   uint64_t last_used = 0;
-  uint64_t params_bytes() const { return std::max(kPoolAlign, pool_align_up(model->weight_bytes())); }
+  uint64_t params_bytes() const {
+    return std::max(kPoolAlign, pool_align_up(model->weight_bytes()));
+  }
 };
 
 struct WorkerPoolHandler::Worker {
@@ -188,15 +212,15 @@ WorkerPoolHandler::WorkerPoolHandler(const ServeConfig& config, std::vector<Devi
     slot->params_end =
         pool_align_down(options_.resident_bytes != 0 ? options_.resident_bytes : available / 2);
     const uint64_t rest = available > slot->params_end ? available - slot->params_end : 0;
-    slot->workspace_bytes =
-        pool_align_down(options_.workspace_bytes != 0 ? options_.workspace_bytes : rest / per_device);
+    slot->workspace_bytes = pool_align_down(options_.workspace_bytes != 0 ? options_.workspace_bytes
+                                                                          : rest / per_device);
     slot->region_bytes = slot->params_end + per_device * slot->workspace_bytes;
     if (slot->params_end == 0 || slot->workspace_bytes == 0 || slot->region_bytes > free) {
-      throw ConfigError(detail::str_cat("ferry serve: expected a parameters area and ", per_device,
-                                        " workspaces that fit in ", device.str(), "'s ", pool_mib(free),
-                                        " of free memory, but got ", pool_mib(slot->params_end), " and ",
-                                        per_device, " x ", pool_mib(slot->workspace_bytes),
-                                        " (see --resident-bytes and --workspace-bytes)"));
+      throw ConfigError(detail::str_cat(
+          "ferry serve: expected a parameters area and ", per_device, " workspaces that fit in ",
+          device.str(), "'s ", pool_mib(free), " of free memory, but got ",
+          pool_mib(slot->params_end), " and ", per_device, " x ", pool_mib(slot->workspace_bytes),
+          " (see --resident-bytes and --workspace-bytes)"));
     }
     slot->region = get_backend(device.type()).malloc(device.index(), slot->region_bytes);
     device_slots_.push_back(std::move(slot));
@@ -210,11 +234,12 @@ WorkerPoolHandler::WorkerPoolHandler(const ServeConfig& config, std::vector<Devi
                                pool_mib(slot->params_end));
     }
     if (!fits) {
-      throw SwitchError(ErrorCode::too_large,
-                        detail::str_cat("model '", name, "' needs ", pool_mib(model->params_bytes()),
-                                        " of device memory for its weights, but the parameters "
-                                        "area is ",
-                                        areas, " (see --resident-bytes and --workspace-bytes)"));
+      throw SwitchError(
+          ErrorCode::too_large,
+          detail::str_cat("model '", name, "' needs ", pool_mib(model->params_bytes()),
+                          " of device memory for its weights, but the parameters "
+                          "area is ",
+                          areas, " (see --resident-bytes and --workspace-bytes)"));
     }
   }
 
@@ -281,7 +306,7 @@ WorkerPoolHandler::~WorkerPoolHandler() {
 void WorkerPoolHandler::launch_worker(Worker& worker) {
   DeviceSlot& slot = *device_slots_[worker.device];
   auto [mine, theirs] = IpcConnection::pair();
-  worker.pid = spawn_worker(options_.worker_program, theirs.fd());
+  worker.pid = spawn_worker(options_.worker_program, theirs.fd(), options_.worker_environment);
   theirs.close();
   worker.channel = std::move(mine);
   worker.channel.set_timeout(options_.worker_start_timeout);

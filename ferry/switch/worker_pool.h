@@ -49,6 +49,8 @@ namespace ferry::switch_ {
 struct WorkerPoolOptions {
   // The ferry executable the workers run (`PROGRAM switch-worker ...`).
   std::string worker_program;
+  // Set in the workers' environment over this process's own (e.g. a benchmark's FERRY_SIM_*).
+  std::map<std::string, std::string> worker_environment;
   // Workers per device besides the active one.
   size_t standby = 2;
   // Each device's region holds a parameters area for resident weights and one workspace
@@ -68,6 +70,9 @@ struct WorkerPoolOptions {
   // For tests: called with the worker's pid just after a request has been sent to it.
   std::function<void(pid_t)> after_send;
 };
+
+// The path of the running executable (/proc/self/exe): the worker program when this is ferry.
+std::string this_executable();
 
 // What the region leaves free on the device when no region size is given.
 inline constexpr uint64_t kRegionMargin = uint64_t{256} << 20;

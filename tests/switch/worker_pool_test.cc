@@ -121,12 +121,12 @@ class WorkerPool : public ::testing::Test {
 TEST_F(WorkerPool, EveryModelAnswersAsTheDirectModelSwitchedInOrResident) {
   SCOPED_TRACE(::ferry::testing::seed_trace());
   Generator gen(::ferry::testing::test_seed());
-  serve({"a", "b", "text", "vision"}, {Device("sim:0")}, /*standby=*/1, /*resident=*/0);
+  serve({"a", "b", "text", "wide"}, {Device("sim:0")}, /*standby=*/1, /*resident=*/0);
   EXPECT_EQ(handler->workers().size(), 2u);
   for (pid_t pid : pids()) EXPECT_TRUE(process_alive(pid));
   Client client(server->socket_path());
   // Four models, two workers: every round switches; the repeats hit a resident model.
-  for (const char* name : {"a", "a", "text", "vision", "vision", "b", "text", "a"}) {
+  for (const char* name : {"a", "a", "text", "wide", "wide", "b", "text", "a"}) {
     expect_direct_outputs(client, name, gen);
     EXPECT_LE(resident_count(), 2u);
   }
