@@ -48,6 +48,7 @@ struct ServeOptions {
   uint64_t workspace_bytes = 0;
   size_t standby = 2;
   bool in_process = false;
+  bool preempt = false;
   int64_t profile_batch = 1;
   int64_t profile_image_size = 224;
   int64_t profile_seq_len = 128;
@@ -108,6 +109,7 @@ int run_serve(const ServeOptions& o) {
     pool.standby = o.standby;
     pool.resident_bytes = o.resident_bytes;
     pool.workspace_bytes = o.workspace_bytes;
+    pool.preempt = o.preempt;
     pool.profile_shape = profile_shape;
     pool.on_switch = on_switch;
     pool.log = log;
@@ -196,6 +198,9 @@ FERRY_REGISTER_COMMAND(
                      "Each worker's workspace (activations) in the device's region (0: the rest "
                      "of the free memory, shared)")
           ->capture_default_str();
+      sub.add_flag("--preempt", o->preempt,
+                   "A request that finds every device busy stops a running request between "
+                   "layers; the stopped request runs again (worker processes only)");
       sub.add_flag("--in-process", o->in_process,
                    "Run the models in this process instead of in worker processes");
       sub.add_option("--profile-batch", o->profile_batch,

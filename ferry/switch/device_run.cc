@@ -2,6 +2,7 @@
 #include "ferry/switch/device_run.h"
 
 #include <chrono>
+#include <deque>
 
 #include "ferry/autograd/grad_mode.h"
 #include "ferry/device/event.h"
@@ -15,6 +16,32 @@ using RunClock = std::chrono::steady_clock;
 
 double run_ms_between(RunClock::time_point a, RunClock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// The layers one at a time, each queued once the one before the last has finished (one running,
+// one waiting), asking `should_stop` first.
+std::vector<NamedTensor> run_stoppable(ServedModel& model, const std::vector<Tensor>& inputs,
+                                       const SwitchStreams& streams,
+                                       const std::function<bool()>& should_stop) {
+  const std::vector<SwitchLayer>& layers = model.layers();
+  Tensor x = model.begin_run(inputs);
+  std::deque<Event> queued;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (should_stop()) {
+      streams.compute.synchronize();
+      throw SwitchError(ErrorCode::preempted,
+                        detail::str_cat("model '", model.name(), "' was preempted after ", i,
+                                        " of its ", layers.size(), " layers"));
+    }
+    x = layers[i].run(x);
+    queued.emplace_back();
+    queued.back().record(streams.compute);
+    if (queued.size() > 1) {
+      queued.front().synchronize();
+      queued.pop_front();
+    }
+  }
+  return model.end_run(x);
 }
 
 }  // namespace
@@ -50,7 +77,9 @@ Grouping plan_switch(ServedModel& model, const SwitchStreams& streams, const Lin
 
 DeviceRun run_on_device(ServedModel& model, std::vector<Tensor> inputs,
                         const SwitchStreams& streams, const Grouping* plan,
-                        const SwitchOptions& options) {
+                        const SwitchOptions& options, const std::function<bool()>& should_stop) {
+  FERRY_CHECK(!should_stop || plan == nullptr,
+              "run_on_device: expected a run of resident weights to be preemptible, got a switch");
   autograd::NoGradGuard no_grad;
   const Device device = streams.compute.device();
   DeviceGuard device_guard(device);
@@ -78,7 +107,8 @@ DeviceRun run_on_device(ServedModel& model, std::vector<Tensor> inputs,
       streams.compute.synchronize();
       t2 = RunClock::now();
       t3 = t2;
-      run.outputs = model.run(inputs);
+      run.outputs =
+          !should_stop ? model.run(inputs) : run_stoppable(model, inputs, streams, should_stop);
       streams.compute.synchronize();
     }
     const auto t4 = RunClock::now();

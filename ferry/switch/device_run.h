@@ -7,6 +7,7 @@
 // only has its own bookkeeping to undo.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "ferry/core/tensor.h"
@@ -29,9 +30,15 @@ struct DeviceRun {
 // With `plan` null the weights must already be there; otherwise they are switched in with
 // plan->ends while the request computes. Transfer is the input and output copies plus, for a
 // switch, the time until the last group has arrived; compute is the rest. Runs without autograd.
+//
+// With `should_stop` given (a run of resident weights only), the layers are queued one at a
+// time, a layer queued only once the one before the last has finished (one running, one
+// waiting), and `should_stop` is asked before each: once it says
+// yes the run ends between two layers with SwitchError(preempted) naming them, the streams idle.
 DeviceRun run_on_device(ServedModel& model, std::vector<Tensor> inputs,
                         const SwitchStreams& streams, const Grouping* plan,
-                        const SwitchOptions& options = {});
+                        const SwitchOptions& options = {},
+                        const std::function<bool()>& should_stop = {});
 
 // Copies the whole image into a new block on streams.compute's device and binds the model to it,
 // waiting for the copy: for profiling and preloading, outside any request. Returns the block.

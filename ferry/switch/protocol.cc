@@ -243,6 +243,8 @@ std::string error_code_name(ErrorCode code) {
       return "shutting_down";
     case ErrorCode::busy:
       return "busy";
+    case ErrorCode::preempted:
+      return "preempted";
   }
   return detail::str_cat("code ", static_cast<unsigned>(code));
 }

@@ -4,8 +4,10 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,6 +30,23 @@ namespace {
 constexpr const char* kRegion = "serve";
 constexpr const char* kWorkspace = "workspace";
 constexpr const char* kParams = "params";
+
+// The token of the last preemption the controller signalled (sigqueue SIGUSR1 with the token of
+// the run to stop): a run stops when it matches its own token, so a late signal for an earlier
+// run never stops a later one.
+std::atomic<int> g_preempt_token{0};
+
+extern "C" void on_preempt_signal(int, siginfo_t* info, void*) {
+  g_preempt_token.store(info->si_value.sival_int, std::memory_order_release);
+}
+
+void install_preempt_handler() {
+  struct sigaction action {};
+  action.sa_sigaction = on_preempt_signal;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(kPreemptSignal, &action, nullptr);
+}
 
 // A model's weights as the controller shared them: a host tensor over the mapped buffer.
 Tensor shared_image_bytes(const WorkerModelImage& image) {
@@ -153,9 +172,15 @@ class Worker {
                   resident_.empty() ? std::string("none is") : "'" + resident_ + "' is");
     }
     memory::UseMemPool use(*workspace_);
+    // A nonzero value: the run may be preempted, by a signal carrying this token.
+    const int token = static_cast<int>(message.value);
+    std::function<bool()> should_stop;
+    if (token != 0 && !switching) {
+      should_stop = [token] { return g_preempt_token.load(std::memory_order_acquire) == token; };
+    }
     try {
-      DeviceRun run =
-          run_on_device(model, std::move(inputs), streams_, switching ? &plan : nullptr, options);
+      DeviceRun run = run_on_device(model, std::move(inputs), streams_, switching ? &plan : nullptr,
+                                    options, should_stop);
       if (switching) {
         resident_ = request.model;
         block_ = run.block;
@@ -193,6 +218,7 @@ class Worker {
 int run_serve_worker(int channel_fd, pid_t parent) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) return 1;  // the controller is already gone
+  install_preempt_handler();
   Worker worker{IpcConnection(UniqueFd(channel_fd))};
   try {
     worker.start();

@@ -49,9 +49,10 @@ enum class ErrorCode : uint16_t {
   deadline_exceeded = 6,
   internal = 7,
   shutting_down = 8,
-  busy = 9,  // the server is at its connection limit
+  busy = 9,        // the server is at its connection limit
+  preempted = 10,  // between a worker and its controller only: the run was stopped between layers
 };
-inline constexpr uint16_t kMaxErrorCode = 9;
+inline constexpr uint16_t kMaxErrorCode = 10;
 
 // "bad_frame", "unknown_model", ...; "code <n>" for a value outside the enum.
 std::string error_code_name(ErrorCode code);

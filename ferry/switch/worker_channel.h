@@ -29,6 +29,7 @@ enum class WorkerOp : uint32_t {
 
 struct WorkerMessage {
   WorkerOp op = WorkerOp::kReady;
+  // kReady: the worker's pid; kInfer: the run's preemption token (0: not preemptible).
   uint64_t value = 0;
   // kInfer: the parameters sub-region [params_offset, +params_size) of the region to switch the
   // model into, and its groups (size 0: the model is resident already).

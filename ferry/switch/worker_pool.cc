@@ -20,6 +20,7 @@
 #include "ferry/ops/factories.h"
 #include "ferry/switch/device_run.h"
 #include "ferry/switch/protocol.h"
+#include "ferry/switch/serve_worker.h"
 #include "ferry/switch/served_model.h"
 #include "ferry/switch/switch_profile.h"
 #include "ferry/switch/worker_channel.h"
@@ -136,6 +137,11 @@ struct WorkerPoolHandler::DeviceSlot {
   uint64_t workspace_bytes = 0;
   std::vector<std::unique_ptr<Worker>> workers;
   bool busy = false;
+  // The run in flight: its preemption token (0: not preemptible) and its worker's pid.
+  int running_token = 0;
+  pid_t running_pid = 0;
+  // A model whose request preempted this device's run: the device is kept for it.
+  Model* reserved_by = nullptr;
 
   std::string worker_name(const Worker& w) const {
     return detail::str_cat("worker ", w.slot, " of ", device.str(), " (pid ", w.pid, ")");
@@ -323,7 +329,13 @@ void WorkerPoolHandler::launch_worker(Worker& worker) {
     if (model->weights) image.weights = model->weights->export_handle();
     init.images.push_back(std::move(image));
   }
-  send_worker_init(worker.channel, init);
+  try {
+    send_worker_init(worker.channel, init);
+  } catch (const Error& e) {
+    throw Error(detail::str_cat("ferry serve: ", slot.worker_name(worker),
+                                " did not start (running \"", options_.worker_program,
+                                " switch-worker\"): ", e.what()));
+  }
 }
 
 void WorkerPoolHandler::await_worker(Worker& worker) {
@@ -384,6 +396,11 @@ std::optional<Device> WorkerPoolHandler::resident_device(const std::string& mode
 uint64_t WorkerPoolHandler::switch_count() const {
   std::lock_guard lock(mutex_);
   return switch_count_;
+}
+
+uint64_t WorkerPoolHandler::preemption_count() const {
+  std::lock_guard lock(mutex_);
+  return preemption_count_;
 }
 
 uint64_t WorkerPoolHandler::restart_count() const {
@@ -510,6 +527,22 @@ WorkerPoolHandler::Worker& WorkerPoolHandler::prepare_switch(std::unique_lock<st
   return *chosen;
 }
 
+bool WorkerPoolHandler::preempt_for_locked(Model& model) {
+  for (auto& slot : device_slots_) {
+    if (!slot->busy || slot->running_token == 0 || slot->reserved_by != nullptr ||
+        model.params_bytes() > slot->params_end) {
+      continue;
+    }
+    sigval value{};
+    value.sival_int = slot->running_token;
+    if (::sigqueue(slot->running_pid, kPreemptSignal, value) != 0) continue;
+    slot->reserved_by = &model;
+    slot->running_token = 0;  // one signal per run
+    return true;
+  }
+  return false;
+}
+
 InferResult WorkerPoolHandler::handle(const InferRequest& request) {
   Model& model = find(request.model);
   model.model->check_values(model.model->match_inputs(request.inputs));
@@ -517,116 +550,151 @@ InferResult WorkerPoolHandler::handle(const InferRequest& request) {
   const auto t0 = PoolClock::now();
   const bool has_deadline = request.deadline_ms != 0 && request.received != PoolClock::time_point{};
   const auto deadline = request.received + std::chrono::milliseconds(request.deadline_ms);
-  std::unique_lock lock(mutex_);
-  size_t d = 0;
-  while (true) {
-    const auto now = PoolClock::now();
-    if (has_deadline && now > deadline) {
-      throw SwitchError(
-          ErrorCode::deadline_exceeded,
-          detail::str_cat("expected to start within ", request.deadline_ms, " ms, but model '",
-                          request.model, "' waited for a device for ",
-                          pool_ms_between(request.received, now), " ms"));
-    }
-    std::optional<size_t> chosen;
-    if (model.resident != nullptr) {
-      if (!device_slots_[model.resident->device]->busy) chosen = model.resident->device;
-    } else {
-      chosen = choose_device_locked(model);
-    }
-    if (chosen) {
-      d = *chosen;
-      break;
-    }
-    if (has_deadline) {
-      device_freed_.wait_until(lock, deadline);
-    } else {
-      device_freed_.wait_for(lock, std::chrono::milliseconds(200));
-    }
-  }
-  DeviceSlot& slot = *device_slots_[d];
-  slot.busy = true;
-  const auto release = [&] {
-    slot.busy = false;
-    device_freed_.notify_all();
+  const auto free_for_us = [&](const DeviceSlot& slot) {
+    return !slot.busy && (slot.reserved_by == nullptr || slot.reserved_by == &model);
   };
-  Worker* worker = model.resident;
-  const bool switching = worker == nullptr;
-  std::vector<std::string> evicted;
-  try {
-    if (switching) {
-      worker = &prepare_switch(lock, d, model, evicted);
-      worker->model = &model;
-      model.resident = worker;
-      switch_count_ += 1;
+  std::unique_lock lock(mutex_);
+  bool preemptible = options_.preempt;  // a run that was preempted once runs to its end
+  while (true) {
+    size_t d = 0;
+    while (true) {
+      const auto now = PoolClock::now();
+      if (has_deadline && now > deadline) {
+        for (auto& slot : device_slots_) {
+          if (slot->reserved_by == &model) slot->reserved_by = nullptr;
+        }
+        device_freed_.notify_all();
+        throw SwitchError(
+            ErrorCode::deadline_exceeded,
+            detail::str_cat("expected to start within ", request.deadline_ms, " ms, but model '",
+                            request.model, "' waited for a device for ",
+                            pool_ms_between(request.received, now), " ms"));
+      }
+      std::optional<size_t> chosen;
+      if (model.resident != nullptr) {
+        if (free_for_us(*device_slots_[model.resident->device])) chosen = model.resident->device;
+      } else {
+        chosen = choose_device_locked(model);
+        if (!chosen && options_.preempt) {
+          bool reserved = false;
+          for (const auto& slot : device_slots_) reserved = reserved || slot->reserved_by == &model;
+          if (!reserved) preempt_for_locked(model);
+        }
+      }
+      if (chosen) {
+        d = *chosen;
+        break;
+      }
+      if (has_deadline) {
+        device_freed_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(200)));
+      } else {
+        device_freed_.wait_for(lock, std::chrono::milliseconds(200));
+      }
     }
-  } catch (...) {
-    release();
-    throw;
-  }
-  const pid_t pid = worker->pid;
-  const std::string worker_name = slot.worker_name(*worker);
-  const auto t1 = PoolClock::now();
-  lock.unlock();
+    for (auto& slot : device_slots_) {
+      if (slot->reserved_by == &model) slot->reserved_by = nullptr;
+    }
+    DeviceSlot& slot = *device_slots_[d];
+    slot.busy = true;
+    const auto release = [&] {
+      slot.busy = false;
+      slot.running_token = 0;
+      device_freed_.notify_all();
+    };
+    Worker* worker = model.resident;
+    const bool switching = worker == nullptr;
+    std::vector<std::string> evicted;
+    try {
+      if (switching) {
+        worker = &prepare_switch(lock, d, model, evicted);
+        worker->model = &model;
+        model.resident = worker;
+        switch_count_ += 1;
+      }
+    } catch (...) {
+      release();
+      throw;
+    }
+    const pid_t pid = worker->pid;
+    const std::string worker_name = slot.worker_name(*worker);
+    const int token = preemptible && !switching ? next_token_++ : 0;
+    if (next_token_ == INT32_MAX) next_token_ = 1;
+    slot.running_token = token;
+    slot.running_pid = pid;
+    const auto t1 = PoolClock::now();
+    lock.unlock();
 
-  WorkerMessage message;
-  message.op = WorkerOp::kInfer;
-  message.payload = encode_infer_request(request);
-  if (switching) {
-    message.params_offset = worker->params_offset;
-    message.params_size = worker->params_size;
-    for (size_t end : model.plans[d].ends) message.group_ends.push_back(end);
-  }
-  WorkerMessage reply;
-  std::optional<std::string> failure;
-  try {
-    send_worker_message(worker->channel, message);
-    if (options_.after_send) options_.after_send(pid);
-    reply = receive_worker_message(worker->channel);
-    if (reply.op != WorkerOp::kReply) failure = "answered a request with another message";
-  } catch (const Error& e) {
-    failure = e.what();
-  }
-  lock.lock();
-  if (failure) {
-    const std::string doing =
-        detail::str_cat("while running model '", request.model, "'",
-                        switching ? " (switching it in)" : "", ": ", *failure);
-    const std::string how = bury_locked(*worker, doing);
-    release();
-    throw SwitchError(ErrorCode::internal,
-                      detail::str_cat(worker_name, " ", how, " ", doing,
-                                      "; a new worker is starting in its place"));
-  }
-  DecodedFrame frame;
-  try {
-    frame = decode_frame(reply.payload);
-  } catch (const Error& e) {
-    bury_locked(*worker, std::string("after a reply that is not a frame: ") + e.what());
-    release();
-    throw SwitchError(
-        ErrorCode::internal,
-        detail::str_cat(worker_name, " sent a reply that is not a frame: ", e.what()));
-  }
-  model.last_used = ++tick_;
-  if (frame.header.type == MessageType::error_response) {
-    if (switching) {  // the worker dropped the sub-region: the model is not resident
-      worker->model = nullptr;
-      worker->params_offset = worker->params_size = 0;
-      model.resident = nullptr;
+    WorkerMessage message;
+    message.op = WorkerOp::kInfer;
+    message.value = static_cast<uint64_t>(token);
+    message.payload = encode_infer_request(request);
+    if (switching) {
+      message.params_offset = worker->params_offset;
+      message.params_size = worker->params_size;
+      for (size_t end : model.plans[d].ends) message.group_ends.push_back(end);
+    }
+    WorkerMessage reply;
+    std::optional<std::string> failure;
+    try {
+      send_worker_message(worker->channel, message);
+      if (options_.after_send) options_.after_send(pid);
+      reply = receive_worker_message(worker->channel);
+      if (reply.op != WorkerOp::kReply) failure = "answered a request with another message";
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+    lock.lock();
+    if (failure) {
+      const std::string doing =
+          detail::str_cat("while running model '", request.model, "'",
+                          switching ? " (switching it in)" : "", ": ", *failure);
+      const std::string how = bury_locked(*worker, doing);
+      release();
+      throw SwitchError(ErrorCode::internal,
+                        detail::str_cat(worker_name, " ", how, " ", doing,
+                                        "; a new worker is starting in its place"));
+    }
+    DecodedFrame frame;
+    try {
+      frame = decode_frame(reply.payload);
+    } catch (const Error& e) {
+      bury_locked(*worker, std::string("after a reply that is not a frame: ") + e.what());
+      release();
+      throw SwitchError(
+          ErrorCode::internal,
+          detail::str_cat(worker_name, " sent a reply that is not a frame: ", e.what()));
+    }
+    model.last_used = ++tick_;
+    if (frame.header.type == MessageType::error_response) {
+      if (switching) {  // the worker dropped the sub-region: the model is not resident
+        worker->model = nullptr;
+        worker->params_offset = worker->params_size = 0;
+        model.resident = nullptr;
+      }
+      release();
+      if (frame.error.code == ErrorCode::preempted && token != 0) {
+        preemption_count_ += 1;
+        preemptible = false;
+        if (options_.log) {
+          options_.log(detail::str_cat("preempted model '", request.model, "' on ",
+                                       slot.device.str(), ": ", frame.error.message,
+                                       "; it runs again"));
+        }
+        continue;  // back to the queue, still holding the lock
+      }
+      throw SwitchError(frame.error.code, frame.error.message);
     }
     release();
-    throw SwitchError(frame.error.code, frame.error.message);
+    lock.unlock();
+    InferResult result = std::move(frame.response);
+    result.timings.queue_ms = pool_ms_between(t0, t1);
+    if (switching && options_.on_switch) {
+      options_.on_switch(SwitchEvent{request.model, slot.device, model.plans[d].ends.size(),
+                                     evicted,
+                                     result.timings.transfer_ms + result.timings.compute_ms});
+    }
+    return result;
   }
-  release();
-  lock.unlock();
-  InferResult result = std::move(frame.response);
-  result.timings.queue_ms = pool_ms_between(t0, t1);
-  if (switching && options_.on_switch) {
-    options_.on_switch(SwitchEvent{request.model, slot.device, model.plans[d].ends.size(), evicted,
-                                   result.timings.transfer_ms + result.timings.compute_ms});
-  }
-  return result;
 }
 
 void WorkerPoolHandler::monitor_loop() {

@@ -64,7 +64,12 @@ struct WorkerPoolOptions {
   std::chrono::milliseconds worker_start_timeout{std::chrono::seconds(300)};
   // The longest a worker may take to answer a request or an eviction before it is killed.
   std::chrono::milliseconds reply_timeout{std::chrono::seconds(300)};
-  // Called after each switch and for worker deaths and restarts (a line of text).
+  // Preemption: a request for a model that is not resident, finding every device busy, stops
+  // one device's run between two layers (kPreemptSignal to its worker) and has that device
+  // next; the stopped request then runs again from the start, to its end this time. Only runs
+  // of resident models are stopped, never a switch.
+  bool preempt = false;
+  // Called after each switch and for worker deaths, restarts and preemptions (a line of text).
   std::function<void(const SwitchEvent&)> on_switch;
   std::function<void(const std::string&)> log;
   // For tests: called with the worker's pid just after a request has been sent to it.
@@ -103,6 +108,8 @@ class WorkerPoolHandler : public RequestHandler {
   uint64_t weight_bytes(const std::string& model) const;
   std::optional<Device> resident_device(const std::string& model) const;
   uint64_t switch_count() const;
+  // Runs stopped between layers (and run again) since construction.
+  uint64_t preemption_count() const;
   // Workers started since construction to replace dead ones.
   uint64_t restart_count() const;
 
@@ -118,6 +125,9 @@ class WorkerPoolHandler : public RequestHandler {
   Worker& prepare_switch(std::unique_lock<std::mutex>& lock, size_t device, Model& model,
                          std::vector<std::string>& evicted);
   void evict(std::unique_lock<std::mutex>& lock, Worker& worker);
+  // Under the lock: signals one busy device's preemptible run to stop and reserves the device
+  // for `model`. False when no run can be stopped.
+  bool preempt_for_locked(Model& model);
   // Marks `worker` dead (under the lock): its model is not resident, its range is free; the
   // monitor restarts the slot. Returns how it ended, for messages.
   std::string bury_locked(Worker& worker, const std::string& doing);
@@ -136,6 +146,8 @@ class WorkerPoolHandler : public RequestHandler {
   uint64_t tick_ = 0;
   uint64_t switch_count_ = 0;
   uint64_t restart_count_ = 0;
+  uint64_t preemption_count_ = 0;
+  int next_token_ = 1;
   bool stopping_ = false;
   std::condition_variable monitor_wake_;
   std::thread monitor_;

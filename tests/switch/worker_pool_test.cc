@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 
@@ -235,6 +236,54 @@ TEST_F(WorkerPool, AnIdleWorkerKilledIsReplaced) {
     EXPECT_THAT(lines[1], HasSubstr("in its place"));
   }
   for (const char* name : {"a", "b", "a"}) expect_direct_outputs(client, name, gen);
+}
+
+TEST_F(WorkerPool, ARequestThatFindsEveryDeviceBusyPreemptsARunBetweenLayers) {
+  SCOPED_TRACE(::ferry::testing::seed_trace());
+  Generator gen(::ferry::testing::test_seed());
+  WorkerPoolOptions pool;
+  pool.preempt = true;
+  // The workers compute slowly (500 kFLOP/s: each of the small BERT's encoder layers takes some
+  // 0.8 s), so that its run is still going when the other request arrives; outputs stay exact.
+  pool.worker_environment["FERRY_SIM_COMPUTE"] = "500K";
+  std::vector<std::string> lines;
+  std::mutex lines_mutex;
+  pool.log = [&](const std::string& line) {
+    std::lock_guard lock(lines_mutex);
+    lines.push_back(line);
+  };
+  std::atomic<int> sends{0};
+  std::promise<void> long_run_sent;
+  pool.after_send = [&](pid_t) {
+    if (++sends == 2) long_run_sent.set_value();
+  };
+  serve({"text", "a"}, {Device("sim:0")}, /*standby=*/1, /*resident=*/0, pool);
+  {
+    Client client(server->socket_path());
+    expect_direct_outputs(client, "text", gen);  // switched in: never preempted
+  }
+  using SteadyTime = std::chrono::steady_clock::time_point;
+  auto long_run = std::async(std::launch::async, [&]() -> SteadyTime {
+    Generator own(::ferry::testing::test_seed() + 1);
+    Client client(server->socket_path());
+    expect_direct_outputs(client, "text", own);  // resident: preemptible
+    return std::chrono::steady_clock::now();
+  });
+  ASSERT_EQ(long_run_sent.get_future().wait_for(60s), std::future_status::ready);
+  Client client(server->socket_path());
+  expect_direct_outputs(client, "a", gen);
+  const SteadyTime short_done = std::chrono::steady_clock::now();
+  ASSERT_EQ(long_run.wait_for(120s), std::future_status::ready);
+  const SteadyTime long_done = long_run.get();
+  EXPECT_EQ(handler->preemption_count(), 1u);
+  EXPECT_LT(short_done, long_done);
+  {
+    std::lock_guard lock(lines_mutex);
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_THAT(lines[0], HasSubstr("preempted model 'text' on sim:0"));
+    EXPECT_THAT(lines[0], HasSubstr("of its 4 layers; it runs again"));
+  }
+  EXPECT_EQ(handler->restart_count(), 0u);
 }
 
 TEST_F(WorkerPool, ManyClientsOverTwoDevices) {
