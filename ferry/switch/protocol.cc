@@ -223,6 +223,13 @@ std::pair<ErrorCode, std::string> classify_error(const std::exception_ptr& error
   }
 }
 
+void raise_unknown_model(const std::string& model, const std::vector<std::string>& known) {
+  std::string list;
+  for (const std::string& name : known) list += (list.empty() ? "" : ", ") + name;
+  throw SwitchError(ErrorCode::unknown_model,
+                    "unknown model '" + model + "' (this server has: " + list + ")");
+}
+
 std::string error_code_name(ErrorCode code) {
   switch (code) {
     case ErrorCode::bad_frame:

@@ -159,12 +159,7 @@ std::vector<std::string> SwitchingHandler::model_names() const {
 
 SwitchingHandler::ModelState& SwitchingHandler::find(const std::string& model) const {
   auto it = models_.find(model);
-  if (it == models_.end()) {
-    std::string known;
-    for (const auto& [name, state] : models_) known += (known.empty() ? "" : ", ") + name;
-    throw SwitchError(ErrorCode::unknown_model,
-                      "unknown model '" + model + "' (this server has: " + known + ")");
-  }
+  if (it == models_.end()) raise_unknown_model(model, model_names());
   return *it->second;
 }
 

@@ -72,6 +72,10 @@ class SwitchError : public Error {
 // IndexError are bad_input; anything else is internal. With the exception's message.
 std::pair<ErrorCode, std::string> classify_error(const std::exception_ptr& error);
 
+// Raises SwitchError(unknown_model) naming `model` and the models a server has.
+[[noreturn]] void raise_unknown_model(const std::string& model,
+                                      const std::vector<std::string>& known);
+
 class RequestHandler {
  public:
   virtual ~RequestHandler() = default;

@@ -410,12 +410,7 @@ uint64_t WorkerPoolHandler::restart_count() const {
 
 WorkerPoolHandler::Model& WorkerPoolHandler::find(const std::string& model) const {
   auto it = models_.find(model);
-  if (it == models_.end()) {
-    std::string known;
-    for (const auto& [name, m] : models_) known += (known.empty() ? "" : ", ") + name;
-    throw SwitchError(ErrorCode::unknown_model,
-                      "unknown model '" + model + "' (this server has: " + known + ")");
-  }
+  if (it == models_.end()) raise_unknown_model(model, model_names());
   return *it->second;
 }
 

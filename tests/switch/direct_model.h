@@ -3,17 +3,23 @@
 // constructors and run on sim:0 (DirectModel, no serving code involved), and random requests.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "ferry/ferry.h"
 #include "ferry/nn/models.h"
+#include "ferry/switch/client.h"
 #include "ferry/switch/model_config.h"
 #include "ferry/switch/served_model.h"
 #include "ferry/switch/types.h"
+#include "tests/switch/switch_test_util.h"
 
 namespace ferry::switch_::testing {
 
@@ -140,5 +146,39 @@ inline std::vector<NamedTensor> request_for(const ModelConfig& c, Generator& gen
           {"attention_mask", mask},
           {"token_type_ids", randint(2, {2, 8}, ids, &gen)}};
 }
+
+// What both serving fixtures share: the served configuration, and checking a served answer
+// bitwise against the directly built model (one DirectModel per model, shared by client threads).
+class DirectOutputs {
+ public:
+  const ModelConfig& model(const std::string& name) const {
+    for (const ModelConfig& m : config.models) {
+      if (m.name == name) return m;
+    }
+    throw Error("no model " + name);
+  }
+  // Sends a random request for `name` and expects the direct model's outputs, bitwise.
+  void expect_direct_outputs(Client& client, const std::string& name, Generator& gen) {
+    const std::vector<NamedTensor> inputs = request_for(model(name), gen);
+    const InferResult r = client.infer(name, inputs);
+    std::vector<Tensor> expected;
+    {
+      std::lock_guard lock(direct_mutex);
+      auto& direct = direct_models[name];
+      if (!direct) direct = std::make_unique<DirectModel>(model(name));
+      expected = direct->run(inputs);
+    }
+    ASSERT_EQ(r.outputs.size(), expected.size()) << name;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_TRUE(same_tensor(r.outputs[i].tensor, expected[i])) << name << " output " << i;
+    }
+  }
+
+  ServeConfig config;
+
+ private:
+  std::mutex direct_mutex;
+  std::map<std::string, std::unique_ptr<DirectModel>> direct_models;
+};
 
 }  // namespace ferry::switch_::testing

@@ -49,6 +49,37 @@ max_position_embeddings = 16
 seed = 9
 )";
 
+TEST(SwitchConfig, WrittenBackAsTomlItReadsTheSameModels) {
+  const ServeConfig c = parse_models_toml(kModels, "/base");
+  for (bool with_weights : {false, true}) {
+    const ServeConfig back = parse_models_toml(to_models_toml(c, with_weights), "/base");
+    ASSERT_EQ(back.models.size(), c.models.size());
+    for (size_t i = 0; i < c.models.size(); ++i) {
+      const ModelConfig& a = c.models[i];
+      const ModelConfig& b = back.models[i];
+      EXPECT_EQ(b.name, a.name);
+      EXPECT_EQ(b.arch, a.arch);
+      EXPECT_EQ(b.seed, a.seed);
+      EXPECT_EQ(b.in_features, a.in_features);
+      EXPECT_EQ(b.hidden, a.hidden);
+      EXPECT_EQ(b.out_features, a.out_features);
+      EXPECT_EQ(b.activation, a.activation);
+      EXPECT_EQ(b.num_classes, a.num_classes);
+      EXPECT_EQ(b.bert.hidden_size, a.bert.hidden_size);
+      EXPECT_EQ(b.bert.num_hidden_layers, a.bert.num_hidden_layers);
+      EXPECT_EQ(b.bert.vocab_size, a.bert.vocab_size);
+      EXPECT_EQ(b.bert.max_position_embeddings, a.bert.max_position_embeddings);
+      EXPECT_EQ(b.weights, a.weights);  // kModels names no weights files
+    }
+  }
+  ModelConfig with_file = c.models[1];
+  with_file.weights = "/base/tiny.safetensors";
+  const std::string text = to_models_toml(ServeConfig{{with_file}}, /*with_weights=*/true);
+  EXPECT_THAT(text, HasSubstr("/base/tiny.safetensors"));
+  EXPECT_THAT(to_models_toml(ServeConfig{{with_file}}, /*with_weights=*/false),
+              ::testing::Not(HasSubstr("tiny.safetensors")));
+}
+
 TEST(SwitchConfig, ParsesModels) {
   const ServeConfig c = parse_models_toml(kModels, "/base");
   ASSERT_EQ(c.models.size(), 3u);

@@ -36,7 +36,7 @@ using testing::same_tensor;
 using testing::switch_config;
 using testing::TempDir;
 
-class SwitchServe : public ::testing::Test {
+class SwitchServe : public ::testing::Test, public testing::DirectOutputs {
  protected:
   void serve(const std::vector<std::string>& names, std::vector<Device> devices,
              uint64_t resident_bytes, SwitchingOptions switching = {}) {
@@ -53,28 +53,6 @@ class SwitchServe : public ::testing::Test {
     options.socket_path = dir.file("ferry.sock");
     server = std::make_unique<Server>(options, handler);
   }
-  const ModelConfig& model(const std::string& name) const {
-    for (const ModelConfig& m : config.models) {
-      if (m.name == name) return m;
-    }
-    throw Error("no model " + name);
-  }
-  // Sends a random request for `name` and expects the direct model's outputs, bitwise.
-  void expect_direct_outputs(Client& client, const std::string& name, Generator& gen) {
-    const std::vector<NamedTensor> inputs = request_for(model(name), gen);
-    const InferResult r = client.infer(name, inputs);
-    std::vector<Tensor> expected;
-    {
-      std::lock_guard lock(direct_mutex);  // clients on several threads share the cache
-      auto& direct = direct_models[name];
-      if (!direct) direct = std::make_unique<DirectModel>(model(name));
-      expected = direct->run(inputs);
-    }
-    ASSERT_EQ(r.outputs.size(), expected.size()) << name;
-    for (size_t i = 0; i < expected.size(); ++i) {
-      EXPECT_TRUE(same_tensor(r.outputs[i].tensor, expected[i])) << name << " output " << i;
-    }
-  }
   std::vector<std::string> switched_models() {
     std::lock_guard lock(events_mutex);
     std::vector<std::string> names;
@@ -83,11 +61,8 @@ class SwitchServe : public ::testing::Test {
   }
 
   TempDir dir;
-  ServeConfig config;
   std::shared_ptr<SwitchingHandler> handler;
   std::unique_ptr<Server> server;
-  std::mutex direct_mutex;
-  std::map<std::string, std::unique_ptr<DirectModel>> direct_models;
   std::mutex events_mutex;
   std::vector<SwitchEvent> events;
 };

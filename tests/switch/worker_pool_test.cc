@@ -59,7 +59,7 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
-class WorkerPool : public ::testing::Test {
+class WorkerPool : public ::testing::Test, public testing::DirectOutputs {
  protected:
   void SetUp() override { FERRY_SKIP_WITHOUT_TOOL(); }
 
@@ -79,27 +79,6 @@ class WorkerPool : public ::testing::Test {
     options.socket_path = dir.file("ferry.sock");
     server = std::make_unique<Server>(options, handler);
   }
-  const ModelConfig& model(const std::string& name) const {
-    for (const ModelConfig& m : config.models) {
-      if (m.name == name) return m;
-    }
-    throw Error("no model " + name);
-  }
-  void expect_direct_outputs(Client& client, const std::string& name, Generator& gen) {
-    const std::vector<NamedTensor> inputs = request_for(model(name), gen);
-    const InferResult r = client.infer(name, inputs);
-    std::vector<Tensor> expected;
-    {
-      std::lock_guard lock(direct_mutex);
-      auto& direct = direct_models[name];
-      if (!direct) direct = std::make_unique<DirectModel>(model(name));
-      expected = direct->run(inputs);
-    }
-    ASSERT_EQ(r.outputs.size(), expected.size()) << name;
-    for (size_t i = 0; i < expected.size(); ++i) {
-      EXPECT_TRUE(same_tensor(r.outputs[i].tensor, expected[i])) << name << " output " << i;
-    }
-  }
   std::vector<pid_t> pids() const {
     std::vector<pid_t> out;
     for (const WorkerInfo& w : handler->workers()) out.push_back(w.pid);
@@ -112,11 +91,8 @@ class WorkerPool : public ::testing::Test {
   }
 
   TempDir dir;
-  ServeConfig config;
   std::shared_ptr<WorkerPoolHandler> handler;
   std::unique_ptr<Server> server;
-  std::mutex direct_mutex;
-  std::map<std::string, std::unique_ptr<DirectModel>> direct_models;
 };
 
 TEST_F(WorkerPool, EveryModelAnswersAsTheDirectModelSwitchedInOrResident) {
