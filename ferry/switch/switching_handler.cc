@@ -44,6 +44,23 @@ struct SwitchingHandler::DeviceState {
   bool busy = false;
 };
 
+void check_serving_setup(const ServeConfig& config, const std::vector<Device>& devices) {
+  if (devices.empty()) throw ConfigError("expected at least one device, but got none");
+  if (config.models.empty()) throw ConfigError("expected at least one model, but got none");
+  for (size_t d = 0; d < devices.size(); ++d) {
+    for (size_t e = 0; e < d; ++e) {
+      if (devices[e] == devices[d]) {
+        throw ConfigError(detail::str_cat("--devices: expected each device once, but ",
+                                          devices[d].str(), " is given twice"));
+      }
+    }
+    if (devices[d].is_cpu()) {
+      throw ConfigError(
+          detail::str_cat("ferry serve: expected Sim or CUDA devices, got ", devices[d].str()));
+    }
+  }
+}
+
 std::vector<Device> parse_device_list(const std::string& spec) {
   std::vector<Device> devices;
   size_t start = 0;
@@ -65,17 +82,8 @@ std::vector<Device> parse_device_list(const std::string& spec) {
 SwitchingHandler::SwitchingHandler(const ServeConfig& config, std::vector<Device> devices,
                                    SwitchingOptions options)
     : options_(std::move(options)), devices_(std::move(devices)) {
-  if (devices_.empty()) throw ConfigError("expected at least one device, but got none");
-  if (config.models.empty()) throw ConfigError("expected at least one model, but got none");
+  check_serving_setup(config, devices_);
   for (size_t d = 0; d < devices_.size(); ++d) {
-    for (size_t e = 0; e < d; ++e) {
-      if (devices_[e] == devices_[d]) {
-        throw ConfigError(detail::str_cat("--devices: expected each device once, but ",
-                                          devices_[d].str(), " is given twice"));
-      }
-    }
-    FERRY_CHECK(!devices_[d].is_cpu(), "ferry serve: expected Sim or CUDA devices, got ",
-                devices_[d]);
     auto state = std::make_unique<DeviceState>();
     state->device = devices_[d];
     state->streams = switch_streams(devices_[d]);

@@ -117,6 +117,10 @@ class SwitchingHandler : public RequestHandler {
   uint64_t switch_count_ = 0;
 };
 
+// Raises ConfigError unless there are devices and models, each device is given once and none is
+// the CPU: what every serving handler checks first.
+void check_serving_setup(const ServeConfig& config, const std::vector<Device>& devices);
+
 // "sim:0,sim:1" -> devices; raises ConfigError for an empty list or a bad name.
 std::vector<Device> parse_device_list(const std::string& spec);
 

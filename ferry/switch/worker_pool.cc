@@ -166,21 +166,10 @@ struct WorkerPoolHandler::DeviceSlot {
 WorkerPoolHandler::WorkerPoolHandler(const ServeConfig& config, std::vector<Device> devices,
                                      WorkerPoolOptions options)
     : options_(std::move(options)), devices_(std::move(devices)) {
-  if (devices_.empty()) throw ConfigError("expected at least one device, but got none");
-  if (config.models.empty()) throw ConfigError("expected at least one model, but got none");
+  check_serving_setup(config, devices_);
   FERRY_CHECK(!options_.worker_program.empty(),
               "WorkerPoolHandler: expected the path of the ferry executable, got none");
   models_toml_ = to_models_toml(config, /*with_weights=*/false);
-  for (size_t d = 0; d < devices_.size(); ++d) {
-    for (size_t e = 0; e < d; ++e) {
-      if (devices_[e] == devices_[d]) {
-        throw ConfigError(detail::str_cat("--devices: expected each device once, but ",
-                                          devices_[d].str(), " is given twice"));
-      }
-    }
-    FERRY_CHECK(!devices_[d].is_cpu(), "ferry serve: expected Sim or CUDA devices, got ",
-                devices_[d]);
-  }
 
   // Models, their plans per device (profiled here, before the regions take the memory), and
   // their weights moved into shared pinned memory.
