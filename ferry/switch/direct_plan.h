@@ -52,6 +52,6 @@ Grouping group_optimally_direct(std::span<const LayerCost> layers, const GroupCo
 
 // The best direct set and grouping (see above for when it is exact).
 DirectPlan plan_direct(std::span<const LayerCost> layers, const GroupCosts& costs,
-                       std::span<const double> direct_extra_s, size_t max_candidates = 10);
+                       std::span<const double> direct_extra_s, size_t max_candidates = 14);
 
 }  // namespace ferry::switch_
