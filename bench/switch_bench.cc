@@ -192,12 +192,16 @@ ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, in
       {"ferry", switch_::group_optimally(costs, ferry_costs), HandOff::kDeviceWait},
       {"ferry + direct", direct_grouping, HandOff::kDeviceWait, 0, direct},
   };
-  for (Variant& v : r.variants) {
-    switch_ms(image, model, v, input, streams);  // warm-up
-    std::vector<double> runs;
-    for (int i = 0; i < repeat; ++i) runs.push_back(switch_ms(image, model, v, input, streams));
-    v.median_ms = median(runs);
+  // Round-robin over the cases, so that a slow spell of a shared host falls on all of them rather
+  // than on whichever case it happens to hit.
+  for (Variant& v : r.variants) switch_ms(image, model, v, input, streams);  // warm-up
+  std::vector<std::vector<double>> runs(r.variants.size());
+  for (int i = 0; i < repeat; ++i) {
+    for (size_t k = 0; k < r.variants.size(); ++k) {
+      runs[k].push_back(switch_ms(image, model, r.variants[k], input, streams));
+    }
   }
+  for (size_t k = 0; k < r.variants.size(); ++k) r.variants[k].median_ms = median(runs[k]);
   if (trace_json != nullptr) {
     auto trace = std::make_shared<switch_::SwitchTrace>();
     switch_ms(image, model, r.variants[kFerry], input, streams, trace);
