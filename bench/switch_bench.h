@@ -7,6 +7,9 @@
 //   per layer      one group per layer, a host synchronize and a message per group
 //   PipeSwitch     PipeSwitch's grouping search, a host synchronize and a message per group
 //   ferry          the optimal grouping, device-side waits
+//   ferry + direct ferry with direct host access: the layers the planner picks (where it wins)
+//                  read their weights in place from the mapped pinned image, the rest is
+//                  grouped optimally around them (ferry/switch/direct_plan.h)
 //   stop-and-start a new process (`ferry switch-cold-start`) builds the model, loads its weights
 //                  from a safetensors file into the device and runs (bench/cold_start.h)
 // as medians of `repeat` switches (stop_and_start_repeat processes), with the overhead over ready,

@@ -25,6 +25,7 @@
 #include "ferry/device/device_copy_kernel.h"
 #include "ferry/device/event.h"
 #include "ferry/device/guard.h"
+#include "ferry/device/host_mapping.h"
 #include "ferry/device/ipc.h"
 #include "ferry/device/runtime.h"
 #include "ferry/device/stream.h"

@@ -2,7 +2,9 @@
 // the link and each layer on the device (under the sim's link and compute models when the device
 // is a sim device: FERRY_SIM_BANDWIDTH, FERRY_SIM_COMPUTE), then prints the completion time each
 // planner predicts (load then run, one group per layer, PipeSwitch's search with a host
-// synchronize per group, ferry's exact grouping with device-side waits) and ferry's groups.
+// synchronize per group, ferry's exact grouping with device-side waits, and ferry with direct host
+// access) and ferry's groups, then which layers read their weights in place from pinned host
+// memory (direct_plan.h) and the groups around them.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -10,7 +12,10 @@
 
 #include "ferry/autograd/grad_mode.h"
 #include "ferry/device/stream.h"
+#include "ferry/switch/direct_layers.h"
+#include "ferry/switch/direct_plan.h"
 #include "ferry/switch/grouping.h"
+#include "ferry/switch/model_image.h"
 #include "ferry/switch/switch_profile.h"
 #include "ferry/switch/zoo_model.h"
 #include "tools/command.h"
@@ -31,6 +36,44 @@ double ms(double seconds) { return seconds * 1e3; }
 void print_plan(const char* label, const switch_::Grouping& plan, double ready_s) {
   std::printf("  %-30s %6zu %12.3f %12.3f%s\n", label, plan.ends.size(), ms(plan.completion_s),
               ms(plan.completion_s - ready_s), plan.exhaustive ? "" : "  (search stopped early)");
+}
+
+struct DirectOutcome {
+  switch_::DirectPlan plan;
+  std::vector<double> extra_s;  // per layer: what reading its weights in place adds
+};
+
+// Direct host access: the weights moved into a pinned image mapped into `device`, each weighted
+// layer profiled reading them in place, and the planner's choice of direct layers and groups.
+DirectOutcome plan_direct_access(switch_::ZooModel& model, Device device, const Tensor& input,
+                                 const switch_::LinkProfile& link,
+                                 const std::vector<switch_::LayerCost>& costs, int repeats) {
+  const switch_::ModelImage image(model.layers);
+  const Tensor mapped = switch_::map_image(image, device);
+  DirectOutcome out;
+  out.extra_s =
+      switch_::profile_direct_extra(image, mapped, model.layers, input, link, costs, repeats);
+  out.plan = switch_::plan_direct(costs, switch_::ferry_group_costs(link), out.extra_s);
+  image.bind_host();
+  return out;
+}
+
+void print_direct(const std::vector<switch_::LayerCost>& costs, const DirectOutcome& direct) {
+  std::printf("\n  direct host access (%s over %zu eligible layers):\n",
+              direct.plan.exact ? "exact" : "bounded search", direct.plan.candidates);
+  std::printf("  %-24s %12s %12s %16s\n", "layer", "MB", "transfer ms", "in-place +ms");
+  bool any = false;
+  for (size_t i = 0; i < costs.size(); ++i) {
+    if (!direct.plan.direct[i]) continue;
+    any = true;
+    std::printf("  %-24s %12.3f %12.4f %16.4f\n", costs[i].name.c_str(),
+                static_cast<double>(costs[i].bytes) / 1e6, ms(costs[i].transfer_s),
+                ms(direct.extra_s[i]));
+  }
+  if (!any) std::printf("  none: plain pipelining wins for every layer\n");
+  std::printf("\n  ferry + direct's groups (direct layers are not copied):\n");
+  const auto groups = switch_::describe_groups(costs, direct.plan.grouping.ends);
+  for (size_t g = 0; g < groups.size(); ++g) std::printf("  %4zu  %s\n", g + 1, groups[g].c_str());
 }
 
 int explain_switch(const ExplainSwitchOptions& o) {
@@ -76,9 +119,12 @@ int explain_switch(const ExplainSwitchOptions& o) {
              switch_::group_like_pipeswitch(costs, pipeswitch_costs), ready_s);
   const switch_::Grouping optimal = switch_::group_optimally(costs, ferry_costs);
   print_plan("ferry: optimal, device wait", optimal, ready_s);
+  const DirectOutcome direct = plan_direct_access(model, device, input, link, costs, o.repeats);
+  print_plan("ferry + direct host access", direct.plan.grouping, ready_s);
   std::printf("\n  ferry's groups:\n");
   const auto groups = switch_::describe_groups(costs, optimal.ends);
   for (size_t g = 0; g < groups.size(); ++g) std::printf("  %4zu  %s\n", g + 1, groups[g].c_str());
+  print_direct(costs, direct);
   return 0;
 }
 

@@ -66,6 +66,12 @@ void Backend::unsupported(const char* call) const {
 
 void Backend::host_register(void* /*ptr*/, size_t /*nbytes*/) { unsupported("host_register"); }
 void Backend::host_unregister(void* /*ptr*/) { unsupported("host_unregister"); }
+void* Backend::host_device_pointer(int /*device*/, void* /*ptr*/, size_t /*nbytes*/) {
+  unsupported("host_device_pointer");
+}
+void Backend::release_host_device_pointer(int /*device*/, void* /*device_ptr*/) {
+  unsupported("release_host_device_pointer");
+}
 MemoryRange Backend::memory_range(int /*device*/, const void* /*ptr*/) {
   unsupported("memory_range");
 }

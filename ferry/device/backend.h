@@ -93,6 +93,16 @@ class Backend {
   // The defaults raise "not supported".
   virtual void host_register(void* ptr, size_t nbytes);
   virtual void host_unregister(void* ptr);
+  // Mapped pinned memory (direct host access): an address on `device` for [ptr, ptr + nbytes) of
+  // pinned or registered host memory, which kernels on `device` take as a device operand and
+  // read (and write) in place over the host link, without a copy (CUDA: cudaHostGetDevicePointer;
+  // the memory is allocated and registered mapped). Raises DeviceError when the range is empty or
+  // not wholly pinned/registered memory of this backend. release_host_device_pointer takes an
+  // address host_device_pointer returned, waits for queued work (as free does), and invalidates
+  // it; the host memory stays the caller's and must outlive the mapping. The defaults raise
+  // "not supported".
+  virtual void* host_device_pointer(int device, void* ptr, size_t nbytes);
+  virtual void release_host_device_pointer(int device, void* device_ptr);
 
   // Synchronous with respect to the host: returns when the bytes are written (and the work queued
   // before on the device's default stream is done), whatever kind of memory is involved.

@@ -148,6 +148,7 @@ QueuedSwitch switch_in(const ModelImage& image, const std::vector<SwitchLayer>& 
   streams.copy.wait_stream(streams.compute);
   if (queued.block.defined()) memory::record_stream(queued.block, streams.copy);
   image.bind(queued.block);
+  if (options.direct) bind_direct(image, options.direct->mapped, options.direct->direct);
 
   // Every copy first, so the copy stream runs ahead; then every layer, each group behind its
   // event.
@@ -157,16 +158,18 @@ QueuedSwitch switch_in(const ModelImage& image, const std::vector<SwitchLayer>& 
     queued.arrivals.reserve(group_ends.size());
     size_t first = 0;
     for (size_t g = 0; g < group_ends.size(); ++g) {
-      const size_t begin = image.layer_begin(first);
-      const size_t end = image.layer_end(group_ends[g] - 1);
+      const auto ranges = group_copy_ranges(image, first, group_ends[g],
+                                            options.direct ? &options.direct->direct : nullptr);
       first = group_ends[g];
-      if (end <= begin) continue;
-      const auto offset = static_cast<int64_t>(begin);
-      const auto length = static_cast<int64_t>(end - begin);
+      if (ranges.empty()) continue;
       const size_t span =
           recorder ? recorder->begin(streams.copy, "group " + std::to_string(g + 1), "copy") : 0;
-      queued.block.narrow(0, offset, length)
-          .copy_(image.host().narrow(0, offset, length), /*non_blocking=*/true);
+      for (const auto& [begin, end] : ranges) {
+        const auto offset = static_cast<int64_t>(begin);
+        const auto length = static_cast<int64_t>(end - begin);
+        queued.block.narrow(0, offset, length)
+            .copy_(image.host().narrow(0, offset, length), /*non_blocking=*/true);
+      }
       if (recorder) recorder->finish(streams.copy, span);
       queued.arrivals.emplace_back();
       queued.arrivals.back().record(streams.copy);

@@ -22,6 +22,7 @@
 #include "ferry/device/event.h"
 #include "ferry/device/stream.h"
 #include "ferry/memory/mem_pool.h"
+#include "ferry/switch/direct_layers.h"
 #include "ferry/switch/model_image.h"
 #include "ferry/switch/switch_layers.h"
 
@@ -65,6 +66,9 @@ struct SwitchOptions {
   // When set, the device block for the weights comes from this pool (a worker's parameters
   // sub-region) rather than from the caller's current pool; the layers' activations do not.
   std::optional<memory::MemPool> weights_pool;
+  // When set, its direct layers read their weights from the mapped image in place and are not
+  // copied (direct host access, direct_layers.h).
+  std::shared_ptr<const DirectLayers> direct;
 };
 
 struct QueuedSwitch {

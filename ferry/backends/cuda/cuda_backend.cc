@@ -155,7 +155,7 @@ class CudaBackend final : public Backend {
     check_device(0);
     if (nbytes == 0) return nullptr;
     void* ptr = nullptr;
-    check(cudaHostAlloc(&ptr, nbytes, cudaHostAllocPortable), -1,
+    check(cudaHostAlloc(&ptr, nbytes, cudaHostAllocPortable | cudaHostAllocMapped), -1,
           "cudaHostAlloc(" + std::to_string(nbytes) + " bytes)");
     return ptr;
   }
@@ -178,8 +178,27 @@ class CudaBackend final : public Backend {
                    " bytes): expected a non-empty range of host memory, but got ",
                    ptr == nullptr ? "a null pointer" : "0 bytes");
     // The runtime refuses overlaps itself (cudaErrorHostMemoryAlreadyRegistered).
-    check(cudaHostRegister(ptr, nbytes, cudaHostRegisterPortable), -1,
+    check(cudaHostRegister(ptr, nbytes, cudaHostRegisterPortable | cudaHostRegisterMapped), -1,
           "cudaHostRegister(" + std::to_string(nbytes) + " bytes)");
+  }
+  // Blocks are allocated and registered mapped (above), so every pinned range has a device
+  // address; with unified addressing it is the host address itself.
+  void* host_device_pointer(int device, void* ptr, size_t nbytes) override {
+    check_device(device);
+    FERRY_CHECK_AS(DeviceError, ptr != nullptr && nbytes > 0 && is_pinned_range(ptr, nbytes),
+                   "cuda:", device, ": cudaHostGetDevicePointer(", nbytes,
+                   " bytes): expected pinned or registered host memory, but got ",
+                   ptr == nullptr || nbytes == 0 ? "an empty range" : "pageable memory");
+    ScopedDevice guard(device);
+    void* device_ptr = nullptr;
+    check(cudaHostGetDevicePointer(&device_ptr, ptr, 0), device, "cudaHostGetDevicePointer");
+    return device_ptr;
+  }
+  void release_host_device_pointer(int device, void* /*device_ptr*/) override {
+    // Nothing to unmap; as free does, wait for kernels that may still read through it.
+    check_device(device);
+    ScopedDevice guard(device);
+    check(cudaDeviceSynchronize(), device, "cudaDeviceSynchronize (release_host_device_pointer)");
   }
   void host_unregister(void* ptr) override {
     check_device(0);

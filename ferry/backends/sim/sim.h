@@ -89,6 +89,10 @@ SimConfig config();
 struct ComputeModel {
   double rate = 0;  // FLOP/s; 0: no model
   bool timing_only = false;
+  // The h2d link's bandwidth (bytes/s; 0: unlimited): a kernel reading operands in mapped pinned
+  // host memory (host_device_pointer) holds its stream for their bytes over it, on top of
+  // flops / rate.
+  double host_read_bandwidth = 0;
 };
 ComputeModel compute_model();
 // Replaces the settings. Waits for all queued sim work first. Changing `devices` or `memory`
@@ -105,6 +109,9 @@ void* host_address(const void* device_ptr);
 // The sim device whose memory holds `device_ptr` (any address inside a live allocation of this
 // process, imported ones included), or -1 for an address outside every sim allocation.
 int device_of(const void* device_ptr);
+
+// Whether `device_ptr` is a sim device address of pinned host memory (host_device_pointer).
+bool is_host_mapped(const void* device_ptr);
 
 // Whether work on sim device `device` may touch `peer`'s memory right now: the same device, or
 // a peer whose access `device` has enabled (the backend's own state, not a cache above it).

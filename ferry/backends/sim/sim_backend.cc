@@ -176,6 +176,18 @@ void SimBackend::host_unregister(void* ptr) {
   memory_.unregister_host(ptr);
 }
 
+void* SimBackend::host_device_pointer(int device, void* ptr, size_t nbytes) {
+  check_device(device, "host_device_pointer");
+  return memory_.map_host(device, ptr, nbytes);
+}
+
+void SimBackend::release_host_device_pointer(int device, void* device_ptr) {
+  check_device(device, "release_host_device_pointer");
+  // As free: queued kernels may still read through the mapping.
+  if (!SimStream::on_worker_thread()) drain_all_streams();
+  memory_.unmap_host(device, device_ptr);
+}
+
 MemoryRange SimBackend::memory_range(int device, const void* ptr) {
   check_device(device, "memory_range");
   const auto [base, size] = memory_.range_of(device, ptr);
@@ -267,6 +279,9 @@ void SimBackend::memcpy_async(int device, void* dst, const void* src, size_t nby
                      describe(dst, d.device), " and source ", describe(src, r.device));
       op.device_sides = kDstIsDevice | kSrcIsDevice;
       link = d.device == r.device ? Link::DeviceToDevice : Link::Peer;
+      // Mapped pinned host memory crosses the host link, whichever address names it.
+      if (r.host_mapped) link = Link::HostToDevice;
+      if (d.host_mapped) link = Link::DeviceToHost;
       break;
   }
   op.cost = cost(link, nbytes);
@@ -362,6 +377,9 @@ namespace ferry::sim {
 SimConfig config() { return detail::sim_backend().config(); }
 
 ComputeModel compute_model() { return detail::sim_backend().compute_model(); }
+bool is_host_mapped(const void* device_ptr) {
+  return detail::sim_backend().is_host_mapped(device_ptr);
+}
 
 void configure(const SimConfig& config) { detail::sim_backend().configure(config); }
 

@@ -46,6 +46,8 @@ class SimBackend final : public Backend {
   }
   void host_register(void* ptr, size_t nbytes) override;
   void host_unregister(void* ptr) override;
+  void* host_device_pointer(int device, void* ptr, size_t nbytes) override;
+  void release_host_device_pointer(int device, void* device_ptr) override;
 
   void memset(int device, void* dst, int value, size_t nbytes) override;
   void memcpy(int device, void* dst, const void* src, size_t nbytes, CopyKind kind) override;
@@ -88,11 +90,13 @@ class SimBackend final : public Backend {
   void configure(const SimConfig& config);
   char* host_address(const void* ptr) const { return memory_.host_address(ptr); }
   int device_of(const void* ptr) const { return memory_.device_of(ptr); }
+  bool is_host_mapped(const void* ptr) const { return memory_.is_host_mapped(ptr); }
   // The same device, or a peer whose access `device` has enabled.
   bool peer_enabled(int device, int peer) const;
   ComputeModel compute_model() const {
     return {compute_rate_.load(std::memory_order_relaxed),
-            compute_timing_only_.load(std::memory_order_relaxed)};
+            compute_timing_only_.load(std::memory_order_relaxed),
+            bandwidth_[static_cast<size_t>(Link::HostToDevice)].load(std::memory_order_relaxed)};
   }
   uint64_t pending_operations(int device, RawStream stream) const {
     return stream_of(device, stream, "pending_operations").pending();

@@ -4,6 +4,7 @@
 #include "ferry/backends/sim/sim_compute.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "ferry/backends/cpu/math/math_kernels.h"
@@ -68,16 +69,36 @@ Stream kernel_stream(const std::vector<const Tensor*>& tensors) {
 }
 
 void enqueue_compute(const Stream& stream, double flops, std::function<void()> kernel) {
+  enqueue_compute(stream, flops, 0.0, std::move(kernel));
+}
+
+void enqueue_compute(const Stream& stream, double flops, double host_bytes,
+                     std::function<void()> kernel) {
   const ComputeModel model = compute_model();
-  enqueue_host_function(stream, [model, flops, kernel = std::move(kernel)] {
+  double seconds = model.rate > 0 && flops > 0 ? flops / model.rate : 0;
+  if (model.host_read_bandwidth > 0 && host_bytes > 0) {
+    seconds += host_bytes / model.host_read_bandwidth;
+  }
+  const bool skip = model.timing_only && model.rate > 0;
+  enqueue_host_function(stream, [seconds, skip, kernel = std::move(kernel)] {
     const auto start = std::chrono::steady_clock::now();
-    if (!model.timing_only) kernel();
-    if (model.rate > 0 && flops > 0) {
+    if (!skip) kernel();
+    if (seconds > 0) {
       std::this_thread::sleep_until(start +
                                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                        std::chrono::duration<double>(flops / model.rate)));
+                                        std::chrono::duration<double>(seconds)));
     }
   });
+}
+
+double host_mapped_bytes(const Tensor& t) {
+  if (!t.defined() || !t.is_sim() || t.numel() == 0) return 0;
+  if (!is_host_mapped(t.storage().data())) return 0;
+  double extent = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    extent += static_cast<double>(t.size(d) - 1) * static_cast<double>(std::abs(t.stride(d)));
+  }
+  return extent * static_cast<double>(t.element_size());
 }
 
 namespace {
@@ -107,14 +128,16 @@ void sim_elementwise(const TensorIterator& iter, const ElementwiseOp& op) {
   for (int i = 0; i < iter.ntensors(); ++i) tensors.push_back(&iter.tensor(i));
   const Stream stream = kernel_stream(tensors);
   TensorIterator host = iter;
+  double host_bytes = 0;
   for (int i = 0; i < iter.ntensors(); ++i) {
     int64_t extent = iter.element_size(i);
     for (int d = 0; d < iter.ndim(); ++d) extent += (iter.shape()[d] - 1) * iter.strides(i)[d];
     host.set_data_ptr(i, translate_range(iter.data_ptr(i), extent, stream, "operand"));
+    if (extent > 0 && is_host_mapped(iter.data_ptr(i))) host_bytes += static_cast<double>(extent);
   }
   host.release_tensors();
   const double flops = static_cast<double>(iter.numel()) * elementwise_flops(op.kind);
-  enqueue_compute(stream, flops, [host = std::move(host), op] {
+  enqueue_compute(stream, flops, host_bytes, [host = std::move(host), op] {
     elementwise_stub.get(DeviceType::CPU)(host, op);
   });
 }
@@ -139,13 +162,20 @@ double nll_backward_flops(const Tensor& grad_input, const Tensor&, const Tensor&
   return numel_of(grad_input);
 }
 
+// A lookup reads only the selected rows of a table in mapped host memory (an embedding read in
+// place: the point of direct host access), not the whole table.
+void sim_index_select(const Tensor& out, const Tensor& self, const Tensor& index) {
+  const double self_bytes = host_mapped_bytes(self) > 0 ? static_cast<double>(out.nbytes()) : 0;
+  const double host_bytes = self_bytes + host_mapped_bytes(out) + host_mapped_bytes(index);
+  HostKernel<&cpu::index_select, &index_select_flops>::launch(host_bytes, out, self, index);
+}
+
 }  // namespace
 
 FERRY_REGISTER_DISPATCH(elementwise_stub, DeviceType::Sim, &sim_elementwise);
 FERRY_REGISTER_DISPATCH(reduce_stub, DeviceType::Sim,
                         (&HostKernel<&cpu::reduce, &reduce_flops>::run));
-FERRY_REGISTER_DISPATCH(index_select_stub, DeviceType::Sim,
-                        (&HostKernel<&cpu::index_select, &index_select_flops>::run));
+FERRY_REGISTER_DISPATCH(index_select_stub, DeviceType::Sim, &sim_index_select);
 FERRY_REGISTER_DISPATCH(index_add_stub, DeviceType::Sim,
                         (&HostKernel<&cpu::index_add, &index_add_flops>::run));
 FERRY_REGISTER_DISPATCH(nll_loss_forward_stub, DeviceType::Sim,

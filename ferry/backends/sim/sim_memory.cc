@@ -110,6 +110,9 @@ void SimMemory::release(int device, void* ptr, bool imported) {
   FERRY_CHECK_AS(DeviceError, it != allocations_.end(), "sim:", device, ": ", call,
                  ": expected the start of a live sim allocation, but got ", hex(ptr));
   Allocation& a = it->second;
+  FERRY_CHECK_AS(DeviceError, !a.host_mapped, "sim:", device, ": ", call,
+                 ": expected device memory, but ", hex(ptr),
+                 " maps pinned host memory (release it with release_host_device_pointer)");
   FERRY_CHECK_AS(DeviceError, a.device == device && a.imported == imported, "sim:", device, ": ",
                  call, ": expected ", imported ? "an IPC mapping" : "an allocation",
                  " of sim:", device, ", but ", hex(ptr), " is ",
@@ -139,7 +142,7 @@ Resolved SimMemory::resolve(const void* ptr, size_t nbytes, int device, const ch
                  "sim:", device, ": ", call, ": expected the ", operand, "'s ", nbytes,
                  " bytes inside one allocation, but ", hex(ptr), " is at offset ", offset,
                  " of an allocation of ", a->requested, " bytes on sim:", a->device);
-  return Resolved{a->host_base + offset, a->device};
+  return Resolved{a->host_base + offset, a->device, a->host_mapped};
 }
 
 char* SimMemory::host_address(const void* ptr) const {
@@ -249,6 +252,58 @@ void SimMemory::unregister_host(void* ptr) {
   pinned_.erase(it);
 }
 
+void* SimMemory::map_host(int device, void* ptr, size_t nbytes) {
+  FERRY_CHECK_AS(
+      DeviceError, ptr != nullptr && nbytes > 0, "sim:", device,
+      ": host_device_pointer: expected a non-empty range of pinned host memory, but got ",
+      ptr == nullptr ? "a null pointer" : "0 bytes");
+  FERRY_CHECK_AS(DeviceError, is_pinned(ptr, nbytes), "sim:", device, ": host_device_pointer(",
+                 hex(ptr), ", ", nbytes,
+                 " bytes): expected pinned or registered host memory, but the range is ",
+                 device_of(ptr) >= 0 ? "sim device memory" : "pageable (not pinned) memory");
+  const auto begin = reinterpret_cast<uintptr_t>(ptr);
+  const uintptr_t page_begin = begin / page_size() * page_size();
+  const size_t mapped = round_to_pages(begin + nbytes - page_begin);
+  // Address space only: the device view faults on host access, like every sim device address.
+  void* view =
+      ::mmap(nullptr, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  FERRY_CHECK_AS(OutOfMemoryError, view != MAP_FAILED, "sim:", device,
+                 ": host_device_pointer: mmap of ", mapped,
+                 " bytes (device view) failed: ", std::strerror(errno));
+  Allocation a;
+  a.device_base = reinterpret_cast<uintptr_t>(view);
+  a.host_base = reinterpret_cast<char*>(page_begin);
+  a.mapped = mapped;
+  a.requested = begin - page_begin + nbytes;
+  a.device = device;
+  a.host_mapped = true;
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  allocations_.emplace(a.device_base, std::move(a));
+  return static_cast<char*>(view) + (begin - page_begin);
+}
+
+void SimMemory::unmap_host(int device, void* device_ptr) {
+  const auto address = reinterpret_cast<uintptr_t>(device_ptr);
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  const Allocation* a = find(address);
+  FERRY_CHECK_AS(DeviceError,
+                 a != nullptr && a->host_mapped && a->device == device &&
+                     address - a->device_base < page_size(),
+                 "sim:", device,
+                 ": release_host_device_pointer: expected an address host_device_pointer returned "
+                 "for sim:",
+                 device, ", but got ", hex(device_ptr));
+  const uintptr_t base = a->device_base;
+  ::munmap(reinterpret_cast<void*>(base), a->mapped);
+  allocations_.erase(base);
+}
+
+bool SimMemory::is_host_mapped(const void* ptr) const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  const Allocation* a = find(reinterpret_cast<uintptr_t>(ptr));
+  return a != nullptr && a->host_mapped;
+}
+
 std::pair<void*, size_t> SimMemory::range_of(int device, const void* ptr) const {
   const auto address = reinterpret_cast<uintptr_t>(ptr);
   std::shared_lock<std::shared_mutex> lock(mutex_);
@@ -271,6 +326,9 @@ IpcHandle SimMemory::export_handle(int device, void* ptr) const {
   FERRY_CHECK_AS(DeviceError, it != allocations_.end(), "sim:", device,
                  ": ipc_export: expected the start of a live sim allocation, but got ", hex(ptr));
   const Allocation& a = it->second;
+  FERRY_CHECK_AS(DeviceError, !a.host_mapped, "sim:", device,
+                 ": ipc_export: expected device memory, but ", hex(ptr),
+                 " maps pinned host memory (share the host memory instead)");
   FERRY_CHECK_AS(DeviceError, !a.imported && a.device == device, "sim:", device,
                  ": ipc_export: expected an allocation made on sim:", device, ", but ", hex(ptr),
                  a.imported ? " was imported from another process" : " belongs to sim:",

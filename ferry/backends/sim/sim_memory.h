@@ -30,12 +30,14 @@ struct Allocation {
   int device = 0;
   UniqueFd fd;  // the memfd; not kept for imported allocations
   bool imported = false;
+  bool host_mapped = false;  // host_base is pinned host memory (map_host), not ours to unmap
 };
 
 // Where an address lives.
 struct Resolved {
-  char* host = nullptr;  // read-write address for the given pointer
-  int device = -1;       // -1: not sim device memory (a host address)
+  char* host = nullptr;      // read-write address for the given pointer
+  int device = -1;           // -1: not sim device memory (a host address)
+  bool host_mapped = false;  // a device address of pinned host memory (map_host)
 };
 
 class SimMemory {
@@ -72,6 +74,13 @@ class SimMemory {
   // registered range. unregister_host takes exactly a registered range's start.
   void register_host(void* ptr, size_t nbytes);
   void unregister_host(void* ptr);
+  // A device address of `device` for [ptr, ptr + nbytes) of pinned or registered host memory
+  // (host_device_pointer): a PROT_NONE reservation whose translation is the host memory itself,
+  // so kernels read the host bytes in place. unmap_host takes exactly such an address.
+  void* map_host(int device, void* ptr, size_t nbytes);
+  void unmap_host(int device, void* device_ptr);
+  // Whether `ptr` lies in a map_host range.
+  bool is_host_mapped(const void* ptr) const;
   // The allocation of `device` (own or imported) holding `ptr`: [base, base + requested size).
   std::pair<void*, size_t> range_of(int device, const void* ptr) const;
 
