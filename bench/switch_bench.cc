@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "bench/cold_start.h"
@@ -18,11 +19,14 @@
 #include "ferry/core/error.h"
 #include "ferry/core/json_text.h"
 #include "ferry/device/guard.h"
+#include "ferry/device/runtime.h"
 #include "ferry/device/stream.h"
 #include "ferry/nn/module.h"
 #include "ferry/nn/safetensors.h"
 #include "ferry/switch/grouping.h"
 #include "ferry/switch/model_image.h"
+#include "ferry/switch/parallel_grouping.h"
+#include "ferry/switch/parallel_switch.h"
 #include "ferry/switch/pipelined_switch.h"
 #include "ferry/switch/switch_profile.h"
 #include "ferry/switch/zoo_model.h"
@@ -38,7 +42,13 @@ struct Variant {
   Grouping plan;
   HandOff hand_off = HandOff::kDeviceWait;
   double median_ms = 0;
+  std::vector<switch_::Route> routes;  // set: switch_in_parallel, some groups through sim:1
 };
+
+// r.variants: load then run, per layer, PipeSwitch, ferry, then "ferry, parallel" when sim:1
+// exists.
+constexpr size_t kPipeSwitch = 2;
+constexpr size_t kFerry = 3;
 
 struct ModelResult {
   std::string model;
@@ -57,6 +67,7 @@ std::FILE* table_out(const SwitchBenchOptions& o) { return o.json == "-" ? stder
 
 double switch_ms(const switch_::ModelImage& image, const switch_::ZooModel& model, const Variant& v,
                  const Tensor& input, const switch_::SwitchStreams& streams,
+                 const switch_::PeerStreams* peer = nullptr,
                  std::shared_ptr<switch_::SwitchTrace> trace = nullptr) {
   switch_::switch_out(image);
   streams.compute.synchronize();
@@ -66,7 +77,9 @@ double switch_ms(const switch_::ModelImage& image, const switch_::ZooModel& mode
   options.trace = std::move(trace);
   const double t0 = now_ms();
   switch_::QueuedSwitch queued =
-      switch_in(image, model.layers, v.plan.ends, input, streams, options);
+      v.routes.empty()
+          ? switch_in(image, model.layers, v.plan.ends, input, streams, options)
+          : switch_in_parallel(image, model.layers, v.plan.ends, v.routes, input, streams, *peer);
   streams.compute.synchronize();
   return now_ms() - t0;
 }
@@ -143,6 +156,14 @@ ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, in
   }
   const switch_::GroupCosts ferry_costs = switch_::ferry_group_costs(link);
   const switch_::GroupCosts pipeswitch_costs = switch_::pipeswitch_group_costs(link);
+  // Parallel transmission through sim:1 when there is one (its host link, then the peer link).
+  std::optional<switch_::PeerStreams> peer;
+  std::optional<switch_::PeerRoute> peer_route;
+  if (device_count(DeviceType::Sim) > 1) {
+    const Device peer_device("sim:1");
+    peer = switch_::peer_streams(peer_device, device);
+    peer_route = switch_::measure_peer_route(peer_device, device, link, 15);
+  }
 
   ModelResult r;
   r.model = arch;
@@ -165,15 +186,24 @@ ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, in
        HandOff::kHostSync},
       {"ferry", switch_::group_optimally(costs, ferry_costs), HandOff::kDeviceWait},
   };
+  if (peer_route) {
+    const switch_::ParallelPlan plan = switch_::group_parallel(costs, ferry_costs, peer_route);
+    Variant v{"ferry, parallel", {plan.ends, plan.completion_s, plan.planner}};
+    v.routes = plan.routes;
+    r.variants.push_back(std::move(v));
+  }
+  const switch_::PeerStreams* peer_streams = peer ? &*peer : nullptr;
   for (Variant& v : r.variants) {
-    switch_ms(image, model, v, input, streams);  // warm-up
+    switch_ms(image, model, v, input, streams, peer_streams);  // warm-up
     std::vector<double> runs;
-    for (int i = 0; i < repeat; ++i) runs.push_back(switch_ms(image, model, v, input, streams));
+    for (int i = 0; i < repeat; ++i) {
+      runs.push_back(switch_ms(image, model, v, input, streams, peer_streams));
+    }
     v.median_ms = median(runs);
   }
   if (trace_json != nullptr) {
     auto trace = std::make_shared<switch_::SwitchTrace>();
-    switch_ms(image, model, r.variants.back(), input, streams, trace);
+    switch_ms(image, model, r.variants[kFerry], input, streams, nullptr, trace);
     *trace_json = trace->chrome_trace_json("ferry switch: " + arch + " on sim:0");
   }
   switch_::switch_out(image);
@@ -181,7 +211,7 @@ ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, in
   stop_and_start(arch, weights.path(), o, r);
 
   // The bound: max(0, transfer - compute) + the largest group's transfer + 1 ms.
-  const Variant& ferry = r.variants.back();
+  const Variant& ferry = r.variants[kFerry];
   double largest_group_ms = 0;
   size_t first = 0;
   for (size_t end : ferry.plan.ends) {
@@ -192,7 +222,7 @@ ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, in
   }
   r.bound_ms = std::max(0.0, r.transfer_ms - r.ready_ms) + largest_group_ms + 1.0;
   const double ferry_over = ferry.median_ms - r.ready_ms;
-  const double pipeswitch_over = r.variants[2].median_ms - r.ready_ms;
+  const double pipeswitch_over = r.variants[kPipeSwitch].median_ms - r.ready_ms;
   r.met_bound = ferry_over <= r.bound_ms;
   r.met_half = ferry_over <= 0.5 * pipeswitch_over;
   return r;
@@ -206,15 +236,20 @@ void print_result(std::FILE* out, const ModelResult& r) {
   std::fprintf(out, "  %-24s %7s %11.2f %11s %11s %9.2f\n", "ready", "-", r.ready_ms, "0", "-",
                1.0);
   for (const Variant& v : r.variants) {
-    std::fprintf(out, "  %-24s %7zu %11.2f %11.2f %11.2f %9.2f\n", v.name.c_str(),
-                 v.plan.ends.size(), v.median_ms, v.median_ms - r.ready_ms,
-                 v.plan.completion_s * 1e3, v.median_ms / r.ready_ms);
+    std::fprintf(out, "  %-24s %7zu %11.2f %11.2f %11.2f %9.2f", v.name.c_str(), v.plan.ends.size(),
+                 v.median_ms, v.median_ms - r.ready_ms, v.plan.completion_s * 1e3,
+                 v.median_ms / r.ready_ms);
+    if (!v.routes.empty()) {
+      const auto through_peer = std::count(v.routes.begin(), v.routes.end(), switch_::Route::kPeer);
+      std::fprintf(out, "  (%lld through sim:1)", static_cast<long long>(through_peer));
+    }
+    std::fputc('\n', out);
   }
   std::fprintf(out, "  %-24s %7s %11.2f %11.2f %11s %9.2f\n", "stop-and-start", "-",
                r.stop_and_start_ms, r.stop_and_start_ms - r.ready_ms, "-",
                r.stop_and_start_ms / r.ready_ms);
-  const double ferry_over = r.variants.back().median_ms - r.ready_ms;
-  const double pipeswitch_over = r.variants[2].median_ms - r.ready_ms;
+  const double ferry_over = r.variants[kFerry].median_ms - r.ready_ms;
+  const double pipeswitch_over = r.variants[kPipeSwitch].median_ms - r.ready_ms;
   std::fprintf(out,
                "  target: ferry's overhead %.2f ms <= %.2f ms (transfer beyond compute + its "
                "largest group + 1 ms): %s\n",
@@ -271,6 +306,14 @@ sim::SimConfig switch_bench_sim_config(sim::SimConfig base, const std::string& c
   return base;
 }
 
+sim::SimConfig switch_bench_peer_config(sim::SimConfig base, const std::string& peer_bandwidth,
+                                        const std::string& latency) {
+  base.bandwidth[static_cast<int>(sim::Link::Peer)] =
+      sim::parse_bandwidth(peer_bandwidth, "--peer-bandwidth");
+  base.latency[static_cast<int>(sim::Link::Peer)] = sim::parse_duration(latency, "--latency");
+  return base;
+}
+
 int run_switch_bench(const SwitchBenchOptions& o) {
   FERRY_CHECK(o.repeat >= 1, "bench-switch: expected --repeat >= 1, got ", o.repeat);
   FERRY_CHECK(o.batch >= 1, "bench-switch: expected --batch >= 1, got ", o.batch);
@@ -291,13 +334,15 @@ int run_switch_bench(const SwitchBenchOptions& o) {
   const int repeat = o.quick ? std::min(o.repeat, 3) : o.repeat;
 
   const sim::SimConfig saved = sim::config();
-  sim::configure(switch_bench_sim_config(saved, o.compute, o.bandwidth, o.latency));
+  sim::configure(
+      switch_bench_peer_config(switch_bench_sim_config(saved, o.compute, o.bandwidth, o.latency),
+                               o.peer_bandwidth, o.latency));
 
   std::fprintf(out,
-               "bench-switch: one sim device, link %s with %s per copy, compute %s "
-               "(timing-only), batch %lld, medians of %d switches; CPU %s\n",
-               o.bandwidth.c_str(), o.latency.c_str(), o.compute.c_str(), o.batch, repeat,
-               cpu_model_name().c_str());
+               "bench-switch: sim:0, link %s with %s per copy (parallel: sim:1's link too, peer "
+               "link %s), compute %s (timing-only), batch %lld, medians of %d switches; CPU %s\n",
+               o.bandwidth.c_str(), o.latency.c_str(), o.peer_bandwidth.c_str(), o.compute.c_str(),
+               o.batch, repeat, cpu_model_name().c_str());
   std::vector<ModelResult> results;
   std::string trace;
   try {

@@ -7,6 +7,9 @@
 //   per layer      one group per layer, a host synchronize and a message per group
 //   PipeSwitch     PipeSwitch's grouping search, a host synchronize and a message per group
 //   ferry          the optimal grouping, device-side waits
+//   ferry, parallel  parallel transmission (parallel_grouping.h): group_parallel's plan, some
+//                  groups through sim:1's host link and the peer link (`peer_bandwidth`), when
+//                  there is a sim:1
 //   stop-and-start a new process (`ferry switch-cold-start`) builds the model, loads its weights
 //                  from a safetensors file into the device and runs (bench/cold_start.h)
 // as medians of `repeat` switches (stop_and_start_repeat processes), with the overhead over ready,
@@ -26,7 +29,8 @@ struct SwitchBenchOptions {
   std::vector<std::string> models = {"resnet152", "resnet50", "bert-base"};
   std::string compute = "15T";    // modelled FLOP/s (FERRY_SIM_COMPUTE's format)
   std::string bandwidth = "12G";  // host-to-device link (FERRY_SIM_BANDWIDTH's format)
-  std::string latency = "10us";   // per copy (FERRY_SIM_LATENCY's format)
+  std::string latency = "10us";   // per copy (FERRY_SIM_LATENCY's format), also on the peer link
+  std::string peer_bandwidth = "50G";  // sim:1 -> sim:0, for the parallel column
   long long batch = 8;
   int repeat = 20;                    // switches per case (median), after one warm-up
   int stop_and_start_repeat = 3;      // new processes per model (median; 1 with --quick)
@@ -42,6 +46,10 @@ struct SwitchBenchOptions {
 // FERRY_SIM_* variable's format; a bad one raises ferry::Error naming the option.
 sim::SimConfig switch_bench_sim_config(sim::SimConfig base, const std::string& compute,
                                        const std::string& bandwidth, const std::string& latency);
+
+// `base` with the peer link's bandwidth and per-copy latency (for the parallel column).
+sim::SimConfig switch_bench_peer_config(sim::SimConfig base, const std::string& peer_bandwidth,
+                                        const std::string& latency);
 
 // Runs the benchmark and prints the table; returns the process exit code (1 when a target is
 // missed, never with --quick).
