@@ -267,8 +267,9 @@ ParallelPlan group_parallel(std::span<const LayerCost> layers, const GroupCosts&
       }
     }
   }
-  // Ties (up to rounding) go to the single-route plan, which needs no peer.
-  if (ends.empty() || !(incumbent < single.completion_s * (1 - 1e-12))) return plan;
+  // A plan within kMinGain of the single-route plan's time goes to the single route, which needs
+  // no peer device, its link or its memory (costs the model leaves out).
+  if (ends.empty() || !(incumbent < single.completion_s * (1 - kMinGain))) return plan;
   if (std::count(routes.begin(), routes.end(), Route::kPeer) == 0) return plan;
   plan.ends = std::move(ends);
   plan.routes = std::move(routes);

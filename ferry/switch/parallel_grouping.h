@@ -16,8 +16,10 @@
 // time of all groupings and route choices (a dynamic program over the four stream positions,
 // bucketed on a time grid, with lower-bound pruning: Note [Bucketed planner] in the .cc). With
 // resolution 0 it is exact (every distinct state kept: exponential, for small models and tests).
-// With no peer route, or a peer link not faster than the host link (link_scale >= 1), it returns
-// group_optimally's plan, every group on kHost.
+// It returns group_optimally's plan, every group on kHost, when there is no peer route, when the
+// peer link is not faster than the host link (link_scale >= 1), or when the best parallel plan
+// found is not kMinGain (0.1%) faster: the peer's link and memory are costs the model leaves out
+// (the plan is then within kMinGain of the single-route time, rather than bound_s, of the optimum).
 #pragma once
 
 #include <cstddef>
@@ -35,6 +37,8 @@ enum class Route : uint8_t {
   kHost,  // the target's own host link
   kPeer,  // the peer's host link into its staging block, then the peer link to the target
 };
+inline constexpr double kMinGain = 1e-3;
+
 // "host" or "peer".
 const char* route_name(Route route);
 
