@@ -43,6 +43,7 @@ struct Variant {
   HandOff hand_off = HandOff::kDeviceWait;
   double median_ms = 0;
   std::vector<switch_::Route> routes;  // set: switch_in_parallel, some groups through sim:1
+  bool single_route = false;  // the parallel planner kept one route: ferry's switch, not rerun
 };
 
 // r.variants: load then run, per layer, PipeSwitch, ferry, then "ferry, parallel" when sim:1
@@ -189,11 +190,16 @@ ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, in
   if (peer_route) {
     const switch_::ParallelPlan plan = switch_::group_parallel(costs, ferry_costs, peer_route);
     Variant v{"ferry, parallel", {plan.ends, plan.completion_s, plan.planner}};
-    v.routes = plan.routes;
+    v.single_route = plan.peer_groups() == 0;
+    if (!v.single_route) v.routes = plan.routes;
     r.variants.push_back(std::move(v));
   }
   const switch_::PeerStreams* peer_streams = peer ? &*peer : nullptr;
   for (Variant& v : r.variants) {
+    if (v.single_route) {
+      v.median_ms = r.variants[kFerry].median_ms;
+      continue;
+    }
     switch_ms(image, model, v, input, streams, peer_streams);  // warm-up
     std::vector<double> runs;
     for (int i = 0; i < repeat; ++i) {
@@ -239,6 +245,7 @@ void print_result(std::FILE* out, const ModelResult& r) {
     std::fprintf(out, "  %-24s %7zu %11.2f %11.2f %11.2f %9.2f", v.name.c_str(), v.plan.ends.size(),
                  v.median_ms, v.median_ms - r.ready_ms, v.plan.completion_s * 1e3,
                  v.median_ms / r.ready_ms);
+    if (v.single_route) std::fprintf(out, "  (one route: ferry's switch)");
     if (!v.routes.empty()) {
       const auto through_peer = std::count(v.routes.begin(), v.routes.end(), switch_::Route::kPeer);
       std::fprintf(out, "  (%lld through sim:1)", static_cast<long long>(through_peer));

@@ -1,7 +1,8 @@
-// The model-switching benchmark behind `ferry bench-switch` (docs/switch.md): one process, one
-// sim device whose link is PCIe-3.0-like (bandwidth and latency options) and whose kernels take
-// the time a V100-like rate gives (FERRY_SIM_COMPUTE's model, timing-only: outputs are not
-// computed, as the schedule is what is measured). For each model it times, with the same code:
+// The model-switching benchmark behind `ferry bench-switch` (docs/switch.md): one process, sim:0
+// (and sim:1 for the parallel column), whose link is PCIe-3.0-like (bandwidth and latency options)
+// and whose kernels take the time a V100-like rate gives (FERRY_SIM_COMPUTE's model, timing-only:
+// outputs are not computed, as the schedule is what is measured). For each model it times, with the
+// same code:
 //   ready          the weights already on the device
 //   load, then run one group (everything copied, then computed)
 //   per layer      one group per layer, a host synchronize and a message per group
