@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "bench/cold_start.h"
@@ -18,6 +19,7 @@
 #include "ferry/core/error.h"
 #include "ferry/core/json_text.h"
 #include "ferry/device/guard.h"
+#include "ferry/device/runtime.h"
 #include "ferry/device/stream.h"
 #include "ferry/nn/module.h"
 #include "ferry/nn/safetensors.h"
@@ -25,6 +27,8 @@
 #include "ferry/switch/direct_plan.h"
 #include "ferry/switch/grouping.h"
 #include "ferry/switch/model_image.h"
+#include "ferry/switch/parallel_grouping.h"
+#include "ferry/switch/parallel_switch.h"
 #include "ferry/switch/pipelined_switch.h"
 #include "ferry/switch/switch_profile.h"
 #include "ferry/switch/zoo_model.h"
@@ -41,9 +45,12 @@ struct Variant {
   HandOff hand_off = HandOff::kDeviceWait;
   double median_ms = 0;
   std::shared_ptr<const switch_::DirectLayers> direct;  // "ferry + direct" only
+  std::vector<switch_::Route> routes;  // set: switch_in_parallel, some groups through sim:1
+  bool single_route = false;  // the parallel planner kept one route: ferry's switch, not rerun
 };
 
-// The variants' places in ModelResult::variants.
+// The variants' places in ModelResult::variants: load then run, per layer, PipeSwitch, ferry,
+// ferry + direct, then "ferry, parallel" when sim:1 exists.
 constexpr size_t kPipeSwitch = 2;
 constexpr size_t kFerry = 3;
 
@@ -65,6 +72,7 @@ std::FILE* table_out(const SwitchBenchOptions& o) { return o.json == "-" ? stder
 
 double switch_ms(const switch_::ModelImage& image, const switch_::ZooModel& model, const Variant& v,
                  const Tensor& input, const switch_::SwitchStreams& streams,
+                 const switch_::PeerStreams* peer = nullptr,
                  std::shared_ptr<switch_::SwitchTrace> trace = nullptr) {
   switch_::switch_out(image);
   streams.compute.synchronize();
@@ -75,7 +83,9 @@ double switch_ms(const switch_::ModelImage& image, const switch_::ZooModel& mode
   options.direct = v.direct;
   const double t0 = now_ms();
   switch_::QueuedSwitch queued =
-      switch_in(image, model.layers, v.plan.ends, input, streams, options);
+      v.routes.empty()
+          ? switch_in(image, model.layers, v.plan.ends, input, streams, options)
+          : switch_in_parallel(image, model.layers, v.plan.ends, v.routes, input, streams, *peer);
   streams.compute.synchronize();
   return now_ms() - t0;
 }
@@ -152,6 +162,14 @@ ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, in
   }
   const switch_::GroupCosts ferry_costs = switch_::ferry_group_costs(link);
   const switch_::GroupCosts pipeswitch_costs = switch_::pipeswitch_group_costs(link);
+  // Parallel transmission through sim:1 when there is one (its host link, then the peer link).
+  std::optional<switch_::PeerStreams> peer;
+  std::optional<switch_::PeerRoute> peer_route;
+  if (device_count(DeviceType::Sim) > 1) {
+    const Device peer_device("sim:1");
+    peer = switch_::peer_streams(peer_device, device);
+    peer_route = switch_::measure_peer_route(peer_device, device, link, 15);
+  }
 
   ModelResult r;
   r.model = arch;
@@ -192,19 +210,34 @@ ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, in
       {"ferry", switch_::group_optimally(costs, ferry_costs), HandOff::kDeviceWait},
       {"ferry + direct", direct_grouping, HandOff::kDeviceWait, 0, direct},
   };
+  if (peer_route) {
+    const switch_::ParallelPlan plan = switch_::group_parallel(costs, ferry_costs, peer_route);
+    Variant v{"ferry, parallel", {plan.ends, plan.completion_s, plan.planner}};
+    v.single_route = plan.peer_groups() == 0;
+    if (!v.single_route) v.routes = plan.routes;
+    r.variants.push_back(std::move(v));
+  }
+  const switch_::PeerStreams* peer_streams = peer ? &*peer : nullptr;
   // Round-robin over the cases, so that a slow spell of a shared host falls on all of them rather
-  // than on whichever case it happens to hit.
-  for (Variant& v : r.variants) switch_ms(image, model, v, input, streams);  // warm-up
+  // than on whichever case it happens to hit. A parallel plan that kept one route is ferry's
+  // switch: not run again.
+  for (Variant& v : r.variants) {
+    if (!v.single_route) switch_ms(image, model, v, input, streams, peer_streams);  // warm-up
+  }
   std::vector<std::vector<double>> runs(r.variants.size());
   for (int i = 0; i < repeat; ++i) {
     for (size_t k = 0; k < r.variants.size(); ++k) {
-      runs[k].push_back(switch_ms(image, model, r.variants[k], input, streams));
+      if (r.variants[k].single_route) continue;
+      runs[k].push_back(switch_ms(image, model, r.variants[k], input, streams, peer_streams));
     }
   }
-  for (size_t k = 0; k < r.variants.size(); ++k) r.variants[k].median_ms = median(runs[k]);
+  for (size_t k = 0; k < r.variants.size(); ++k) {
+    r.variants[k].median_ms =
+        r.variants[k].single_route ? r.variants[kFerry].median_ms : median(runs[k]);
+  }
   if (trace_json != nullptr) {
     auto trace = std::make_shared<switch_::SwitchTrace>();
-    switch_ms(image, model, r.variants[kFerry], input, streams, trace);
+    switch_ms(image, model, r.variants[kFerry], input, streams, nullptr, trace);
     *trace_json = trace->chrome_trace_json("ferry switch: " + arch + " on sim:0");
   }
   switch_::switch_out(image);
@@ -237,9 +270,15 @@ void print_result(std::FILE* out, const ModelResult& r) {
   std::fprintf(out, "  %-24s %7s %11.2f %11s %11s %9.2f\n", "ready", "-", r.ready_ms, "0", "-",
                1.0);
   for (const Variant& v : r.variants) {
-    std::fprintf(out, "  %-24s %7zu %11.2f %11.2f %11.2f %9.2f\n", v.name.c_str(),
-                 v.plan.ends.size(), v.median_ms, v.median_ms - r.ready_ms,
-                 v.plan.completion_s * 1e3, v.median_ms / r.ready_ms);
+    std::fprintf(out, "  %-24s %7zu %11.2f %11.2f %11.2f %9.2f", v.name.c_str(), v.plan.ends.size(),
+                 v.median_ms, v.median_ms - r.ready_ms, v.plan.completion_s * 1e3,
+                 v.median_ms / r.ready_ms);
+    if (v.single_route) std::fprintf(out, "  (one route: ferry's switch)");
+    if (!v.routes.empty()) {
+      const auto through_peer = std::count(v.routes.begin(), v.routes.end(), switch_::Route::kPeer);
+      std::fprintf(out, "  (%lld through sim:1)", static_cast<long long>(through_peer));
+    }
+    std::fputc('\n', out);
   }
   std::fprintf(out, "  %-24s %7s %11.2f %11.2f %11s %9.2f\n", "stop-and-start", "-",
                r.stop_and_start_ms, r.stop_and_start_ms - r.ready_ms, "-",
@@ -305,6 +344,14 @@ sim::SimConfig switch_bench_sim_config(sim::SimConfig base, const std::string& c
   return base;
 }
 
+sim::SimConfig switch_bench_peer_config(sim::SimConfig base, const std::string& peer_bandwidth,
+                                        const std::string& latency) {
+  base.bandwidth[static_cast<int>(sim::Link::Peer)] =
+      sim::parse_bandwidth(peer_bandwidth, "--peer-bandwidth");
+  base.latency[static_cast<int>(sim::Link::Peer)] = sim::parse_duration(latency, "--latency");
+  return base;
+}
+
 int run_switch_bench(const SwitchBenchOptions& o) {
   FERRY_CHECK(o.repeat >= 1, "bench-switch: expected --repeat >= 1, got ", o.repeat);
   FERRY_CHECK(o.batch >= 1, "bench-switch: expected --batch >= 1, got ", o.batch);
@@ -325,13 +372,15 @@ int run_switch_bench(const SwitchBenchOptions& o) {
   const int repeat = o.quick ? std::min(o.repeat, 3) : o.repeat;
 
   const sim::SimConfig saved = sim::config();
-  sim::configure(switch_bench_sim_config(saved, o.compute, o.bandwidth, o.latency));
+  sim::configure(
+      switch_bench_peer_config(switch_bench_sim_config(saved, o.compute, o.bandwidth, o.latency),
+                               o.peer_bandwidth, o.latency));
 
   std::fprintf(out,
-               "bench-switch: one sim device, link %s with %s per copy, compute %s "
-               "(timing-only), batch %lld, medians of %d switches; CPU %s\n",
-               o.bandwidth.c_str(), o.latency.c_str(), o.compute.c_str(), o.batch, repeat,
-               cpu_model_name().c_str());
+               "bench-switch: sim:0, link %s with %s per copy (parallel: sim:1's link too, peer "
+               "link %s), compute %s (timing-only), batch %lld, medians of %d switches; CPU %s\n",
+               o.bandwidth.c_str(), o.latency.c_str(), o.peer_bandwidth.c_str(), o.compute.c_str(),
+               o.batch, repeat, cpu_model_name().c_str());
   std::vector<ModelResult> results;
   std::string trace;
   try {

@@ -18,7 +18,8 @@ FERRY_REGISTER_COMMAND(
     "bench-switch",
     "Benchmark model switching on a sim device (PCIe-like link, V100-like modelled compute): "
     "ready, load then run, per layer and PipeSwitch-style with host syncs, ferry's optimal "
-    "groups with device waits; ResNet-152, ResNet-50 and BERT-base by default",
+    "groups with device waits, and parallel transmission through sim:1; ResNet-152, ResNet-50 and "
+    "BERT-base by default",
     [](CLI::App& sub) -> std::function<int()> {
       auto options = std::make_shared<bench::SwitchBenchOptions>();
       sub.add_option("--models", options->models,
@@ -29,7 +30,10 @@ FERRY_REGISTER_COMMAND(
           ->capture_default_str();
       sub.add_option("--bandwidth", options->bandwidth, "Host-to-device link bandwidth")
           ->capture_default_str();
-      sub.add_option("--latency", options->latency, "Host-to-device cost per copy")
+      sub.add_option("--latency", options->latency, "Host-to-device (and peer) cost per copy")
+          ->capture_default_str();
+      sub.add_option("--peer-bandwidth", options->peer_bandwidth,
+                     "Peer link bandwidth (sim:1 to sim:0), for the parallel column")
           ->capture_default_str();
       sub.add_option("--batch", options->batch, "Batch of each request")->capture_default_str();
       sub.add_option("--repeat,--repeats", options->repeat, "Switches per case (median)")

@@ -4,18 +4,24 @@
 // planner predicts (load then run, one group per layer, PipeSwitch's search with a host
 // synchronize per group, ferry's exact grouping with device-side waits, and ferry with direct host
 // access) and ferry's groups, then which layers read their weights in place from pinned host
-// memory (direct_plan.h) and the groups around them.
+// memory (direct_plan.h) and the groups around them; when the device has a peer (another device
+// of its type, or --peer), also the parallel-transmission plan through the peer (its host link,
+// then the peer link: FERRY_SIM_BANDWIDTH's "peer=").
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ferry/autograd/grad_mode.h"
+#include "ferry/core/error.h"
+#include "ferry/device/runtime.h"
 #include "ferry/device/stream.h"
 #include "ferry/switch/direct_layers.h"
 #include "ferry/switch/direct_plan.h"
 #include "ferry/switch/grouping.h"
 #include "ferry/switch/model_image.h"
+#include "ferry/switch/parallel_grouping.h"
 #include "ferry/switch/switch_profile.h"
 #include "ferry/switch/zoo_model.h"
 #include "tools/command.h"
@@ -26,12 +32,29 @@ namespace {
 struct ExplainSwitchOptions {
   std::string model;
   std::string device = "sim:0";
+  std::string peer;  // "": the first other device of the same type, if any; "none": no peer
   switch_::ZooInputShape shape;
   int repeats = 3;
   bool layers = false;
 };
 
 double ms(double seconds) { return seconds * 1e3; }
+
+std::optional<Device> peer_of(Device device, const std::string& option) {
+  if (option == "none") return std::nullopt;
+  if (!option.empty()) {
+    const Device peer(option);
+    FERRY_CHECK(peer.type() == device.type() && peer != device,
+                "explain-switch: expected --peer to be another device of ", device, "'s type, got ",
+                peer);
+    return peer;
+  }
+  const int count = device_count(device.type());
+  for (int i = 0; i < count; ++i) {
+    if (i != device.index()) return Device(device.type(), static_cast<DeviceIndex>(i));
+  }
+  return std::nullopt;
+}
 
 void print_plan(const char* label, const switch_::Grouping& plan, double ready_s) {
   std::printf("  %-30s %6zu %12.3f %12.3f%s\n", label, plan.ends.size(), ms(plan.completion_s),
@@ -125,6 +148,29 @@ int explain_switch(const ExplainSwitchOptions& o) {
   const auto groups = switch_::describe_groups(costs, optimal.ends);
   for (size_t g = 0; g < groups.size(); ++g) std::printf("  %4zu  %s\n", g + 1, groups[g].c_str());
   print_direct(costs, direct);
+
+  const std::optional<Device> peer = peer_of(device, o.peer);
+  if (!peer) return 0;
+  const switch_::PeerRoute route = switch_::measure_peer_route(*peer, device, link, 15);
+  std::printf(
+      "\n  parallel transmission through %s: its host link %.2fx the target's time per byte, "
+      "%.1f us per copy; peer link %.2fx, %.1f us per copy\n",
+      peer->str().c_str(), route.host_scale, route.host_overhead_s * 1e6, route.link_scale,
+      route.link_overhead_s * 1e6);
+  const switch_::ParallelPlan parallel = switch_::group_parallel(costs, ferry_costs, route);
+  if (parallel.peer_groups() == 0) {
+    std::printf("  the peer route does not win here: every group on %s's own link\n",
+                device.str().c_str());
+    return 0;
+  }
+  std::printf("  %-30s %6zu %12.3f %12.3f  (within %.3f ms of the optimum)\n",
+              "ferry: parallel, device wait", parallel.ends.size(), ms(parallel.completion_s),
+              ms(parallel.completion_s - ready_s), ms(parallel.bound_s));
+  const auto parallel_groups = switch_::describe_groups(costs, parallel.ends);
+  for (size_t g = 0; g < parallel_groups.size(); ++g) {
+    std::printf("  %4zu  %-4s  %s\n", g + 1, switch_::route_name(parallel.routes[g]),
+                parallel_groups[g].c_str());
+  }
   return 0;
 }
 
@@ -139,6 +185,9 @@ FERRY_REGISTER_COMMAND(
                      "Architecture: resnet18/34/50/101/152, bert-base or bert-tiny")
           ->required();
       sub.add_option("--device", options->device, "The device switched to")->capture_default_str();
+      sub.add_option("--peer", options->peer,
+                     "The peer for parallel transmission (default: the first other device of "
+                     "the same type; \"none\": no parallel plan)");
       sub.add_option("--batch", options->shape.batch, "Batch of the request")
           ->capture_default_str();
       sub.add_option("--image-size", options->shape.image_size, "ResNet input height and width")

@@ -77,6 +77,7 @@ struct QueuedSwitch {
   // One per group that carried bytes, recorded on the copy stream after the group's copy. Keep
   // them until the compute stream has passed its waits.
   std::vector<Event> arrivals;
+  Tensor staging;  // switch_in_parallel only: the peer's staging block (parallel_switch.h)
 };
 
 // Binds the model's weights to a new block on the compute stream's device, queues the groups'

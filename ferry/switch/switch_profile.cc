@@ -14,6 +14,7 @@
 #include "ferry/device/ipc.h"
 #include "ferry/device/stream.h"
 #include "ferry/ops/factories.h"
+#include "ferry/switch/parallel_switch.h"
 #include "ferry/switch/pipelined_switch.h"
 
 namespace ferry::switch_ {
@@ -139,6 +140,39 @@ LinkProfile measure_link(Device device, int repeats) {
   waiter.join();
   link.host_sync_s = std::max(0.0, host_sync_s - one_stream_s);
   return link;
+}
+
+PeerRoute measure_peer_route(Device peer, Device target, const LinkProfile& target_link,
+                             int repeats) {
+  FERRY_CHECK(target_link.bandwidth_bytes_per_s > 0,
+              "measure_peer_route: expected a measured target link bandwidth > 0, got ",
+              target_link.bandwidth_bytes_per_s);
+  const LinkProfile host = measure_link(peer, repeats);
+  const PeerStreams streams = peer_streams(peer, target);
+  constexpr size_t kSmall = 512;
+  constexpr size_t kLarge = size_t{64} << 20;
+  const Tensor from_small = bytes_on(kSmall, peer).fill_(1);
+  const Tensor from_large = bytes_on(kLarge, peer).fill_(1);
+  Tensor to_small = bytes_on(kSmall, target);
+  Tensor to_large = bytes_on(kLarge, target);
+  const auto forward = [&](Tensor& dst, const Tensor& src) {
+    {
+      StreamGuard on_link(streams.link);
+      StreamGuard on_arrive(streams.arrive);
+      dst.copy_(src, /*non_blocking=*/true);
+    }
+    streams.arrive.synchronize();
+  };
+  const double small_s = median_time(repeats, [&] { forward(to_small, from_small); });
+  const double large_s = median_time(repeats, [&] { forward(to_large, from_large); });
+  const double peer_bandwidth =
+      static_cast<double>(kLarge - kSmall) / std::max(large_s - small_s, 1e-9);
+  PeerRoute route;
+  route.host_overhead_s = host.copy_latency_s;
+  route.host_scale = target_link.bandwidth_bytes_per_s / host.bandwidth_bytes_per_s;
+  route.link_overhead_s = small_s;
+  route.link_scale = target_link.bandwidth_bytes_per_s / peer_bandwidth;
+  return route;
 }
 
 std::vector<LayerCost> profile_layers(const std::vector<SwitchLayer>& layers, const Tensor& input,

@@ -17,6 +17,7 @@
 #include "ferry/core/device.h"
 #include "ferry/core/tensor.h"
 #include "ferry/switch/grouping.h"
+#include "ferry/switch/parallel_grouping.h"
 #include "ferry/switch/switch_layers.h"
 
 namespace ferry::switch_ {
@@ -30,6 +31,12 @@ struct LinkProfile {
 
 // Measures the link to `device` (a Sim or CUDA device).
 LinkProfile measure_link(Device device, int repeats = 5);
+
+// The peer route for parallel transmission from `peer` to `target` (parallel_grouping.h): the
+// peer's own host link (as measure_link) and the peer link (a peer copy on a stream of `peer`,
+// large for the bandwidth, small for the fixed cost), as ratios to `target_link`'s bandwidth.
+PeerRoute measure_peer_route(Device peer, Device target, const LinkProfile& target_link,
+                             int repeats = 5);
 
 // Each layer's bytes, transfer time (bytes over the link's bandwidth) and compute time, run in
 // order on `input` on `device`'s current stream. The layers' weights must already be on

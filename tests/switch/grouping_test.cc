@@ -1,16 +1,20 @@
-// The switch grouping planners: group_optimally against every grouping of small random models
-// (exhaustive enumeration, seeds printed), the timeline model's rules, PipeSwitch's search never
-// beating the optimum, the regimes where the answer is known, and bad input refused.
+// The switch grouping planners: group_optimally and group_parallel against every grouping (and
+// every route choice) of small random models (exhaustive enumeration, seeds printed), the timeline
+// model's rules, PipeSwitch's search never beating the optimum, the regimes where the answer is
+// known, and bad input refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ferry/core/error.h"
 #include "ferry/switch/grouping.h"
+#include "ferry/switch/parallel_grouping.h"
 #include "tests/support/random.h"
 
 namespace ferry::switch_ {
@@ -157,6 +161,129 @@ TEST(SwitchGrouping, BadInputIsRefusedWithWhatWasGiven) {
   EXPECT_THROW(simulate_switch(layers, {0, 0}, std::vector<size_t>{2, 2}), Error);
   EXPECT_THROW(simulate_switch(layers, {0, 0}, std::vector<size_t>{0, 2}), Error);
   EXPECT_THROW(describe_groups(layers, std::vector<size_t>{3}), Error);
+}
+
+// The least completion time of all groupings and all route choices, by enumeration.
+double brute_force_parallel(const std::vector<LayerCost>& layers, const GroupCosts& costs,
+                            const PeerRoute& peer) {
+  const size_t n = layers.size();
+  double best = std::numeric_limits<double>::infinity();
+  for (uint64_t cuts = 0; cuts < (uint64_t{1} << (n - 1)); ++cuts) {
+    std::vector<size_t> ends;
+    for (size_t i = 0; i + 1 < n; ++i) {
+      if (cuts & (uint64_t{1} << i)) ends.push_back(i + 1);
+    }
+    ends.push_back(n);
+    for (uint64_t on_peer = 0; on_peer < (uint64_t{1} << ends.size()); ++on_peer) {
+      std::vector<Route> routes;
+      for (size_t g = 0; g < ends.size(); ++g) {
+        routes.push_back(on_peer & (uint64_t{1} << g) ? Route::kPeer : Route::kHost);
+      }
+      best =
+          std::min(best, simulate_parallel_switch(layers, costs, peer, ends, routes).completion_s);
+    }
+  }
+  return best;
+}
+
+TEST(SwitchGrouping, ParallelMatchesExhaustiveSearchOnRandomModels) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  std::mt19937_64 rng = ferry::testing::test_rng();
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  // Transfer-bound, compute-bound and balanced models, per-group costs from none to large.
+  const double regimes[][4] = {{1e-3, 1e-4, 0, 0},
+                               {1e-3, 1e-4, 2e-5, 1e-5},
+                               {1e-4, 1e-3, 2e-5, 1e-5},
+                               {1e-3, 1e-3, 1e-4, 5e-5},
+                               {1e-3, 5e-4, 2e-3, 0}};
+  int parallel_won = 0;
+  for (const auto& regime : regimes) {
+    for (int trial = 0; trial < 10; ++trial) {
+      const size_t n = 1 + rng() % 8;
+      const std::vector<LayerCost> layers = random_layers(rng, n, regime[0], regime[1]);
+      const GroupCosts costs{regime[2], regime[3]};
+      // A peer link 1.5 to 8 times faster than the host link, the peer's host link 0.8 to 1.25
+      // times the target's.
+      const PeerRoute peer{regime[2] * unit(rng), 0.8 + 0.45 * unit(rng), regime[2] * unit(rng),
+                           0.125 + 0.54 * unit(rng)};
+      const ParallelPlan plan = group_parallel(layers, costs, peer, /*resolution_s=*/0);
+      const double expected = brute_force_parallel(layers, costs, peer);
+      // The default grid: never below the optimum, at most bound_s above it.
+      const ParallelPlan bounded = group_parallel(layers, costs, peer);
+      EXPECT_GE(bounded.completion_s, expected * (1 - 1e-9));
+      EXPECT_LE(
+          bounded.completion_s,
+          expected +
+              std::max(bounded.bound_s, kMinGain * group_optimally(layers, costs).completion_s) +
+              1e-12);
+      const std::string where = "n=" + std::to_string(n) + " regime " + std::to_string(regime[0]) +
+                                "/" + std::to_string(regime[1]) + "/" + std::to_string(regime[2]) +
+                                "/" + std::to_string(regime[3]);
+      if (plan.planner == "parallel") {
+        ASSERT_NEAR(plan.completion_s, expected, 1e-9 * std::max(1e-3, expected)) << where;
+      } else {  // the peer does not win by kMinGain
+        ASSERT_GE(expected, plan.completion_s * (1 - kMinGain) - 1e-15) << where;
+      }
+      EXPECT_DOUBLE_EQ(
+          plan.completion_s,
+          simulate_parallel_switch(layers, costs, peer, plan.ends, plan.routes).completion_s);
+      EXPECT_LE(plan.completion_s, group_optimally(layers, costs).completion_s) << where;
+      EXPECT_EQ(plan.planner, plan.peer_groups() > 0 ? "parallel" : "optimal") << where;
+      parallel_won += plan.peer_groups() > 0 ? 1 : 0;
+    }
+  }
+  EXPECT_GT(parallel_won, 5);  // the peer route is taken where it wins, and it often does
+}
+
+TEST(SwitchGrouping, ParallelWithoutAFasterPeerLinkIsTheSingleRouteOptimum) {
+  std::mt19937_64 rng(5);
+  const std::vector<LayerCost> layers = random_layers(rng, 30, 1e-3, 5e-4);
+  const GroupCosts costs{2e-5, 1e-5};
+  const Grouping single = group_optimally(layers, costs);
+  for (const std::optional<PeerRoute>& peer :
+       {std::optional<PeerRoute>{}, std::optional<PeerRoute>{PeerRoute{1e-5, 1, 1e-5, 1.0}},
+        std::optional<PeerRoute>{PeerRoute{0, 1, 0, 2.0}}}) {
+    const ParallelPlan plan = group_parallel(layers, costs, peer);
+    EXPECT_EQ(plan.ends, single.ends);
+    EXPECT_EQ(plan.routes, std::vector<Route>(single.ends.size(), Route::kHost));
+    EXPECT_EQ(plan.completion_s, single.completion_s);
+    EXPECT_EQ(plan.planner, "optimal");
+  }
+}
+
+TEST(SwitchGrouping, ParallelHalvesATransferBoundSwitch) {
+  // Transfer-bound, two equal host links and a free peer link: about half the single-route time.
+  std::mt19937_64 rng(9);
+  std::vector<LayerCost> layers = random_layers(rng, 56, 1e-3, 1e-6);
+  double transfer = 0;
+  for (const LayerCost& layer : layers) transfer += layer.transfer_s;
+  const GroupCosts costs{1e-6, 1e-6};
+  const ParallelPlan plan = group_parallel(layers, costs, PeerRoute{1e-6, 1, 1e-6, 1e-3});
+  EXPECT_GT(plan.peer_groups(), 0u);
+  EXPECT_LT(plan.completion_s, 0.6 * group_optimally(layers, costs).completion_s);
+  EXPECT_GE(plan.completion_s, 0.5 * transfer);
+}
+
+TEST(SwitchGrouping, ParallelTimelineAndBadRoutes) {
+  const std::vector<LayerCost> layers = {{"a", 100, 1.0, 0.5}, {"b", 100, 2.0, 0.25}};
+  const GroupCosts costs{0.125, 0.0625};
+  const PeerRoute peer{0.25, 1.0, 0.125, 0.5};
+  const std::vector<size_t> ends = {1, 2};
+  const std::vector<Route> routes = {Route::kHost, Route::kPeer};
+  const ParallelTimeline t = simulate_parallel_switch(layers, costs, peer, ends, routes);
+  ASSERT_EQ(t.copies.size(), 1u);
+  ASSERT_EQ(t.peer_copies.size(), 1u);
+  ASSERT_EQ(t.peer_forwards.size(), 1u);
+  EXPECT_DOUBLE_EQ(t.copies[0].end_s, 1.125);
+  EXPECT_DOUBLE_EQ(t.peer_copies[0].start_s, 0.0);  // the two host links run at once
+  EXPECT_DOUBLE_EQ(t.peer_copies[0].end_s, 2.25);
+  EXPECT_DOUBLE_EQ(t.peer_forwards[0].end_s, 2.25 + 0.125 + 1.0);
+  EXPECT_DOUBLE_EQ(t.computes[1].start_s, 3.375 + 0.0625);
+  EXPECT_DOUBLE_EQ(t.completion_s, 3.4375 + 0.25);
+  EXPECT_THROW(simulate_parallel_switch(layers, costs, peer, ends, std::vector<Route>{}), Error);
+  EXPECT_THROW(simulate_parallel_switch(layers, costs, PeerRoute{0, 0, 0, 0.5}, ends, routes),
+               Error);
+  EXPECT_THROW(group_parallel(layers, costs, PeerRoute{-1, 1, 0, 0.5}), Error);
 }
 
 }  // namespace
