@@ -39,17 +39,6 @@ using testing::TempDir;
 
 using namespace std::chrono_literals;
 
-// Polls `done` every 20 ms for at most `limit`; returns its last value.
-template <typename F>
-bool eventually(F done, std::chrono::milliseconds limit = 60s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
-
 bool process_alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
 
 std::string read_text(const std::string& path) {
@@ -176,7 +165,7 @@ TEST_F(WorkerPool, AWorkerKilledMidRequestFailsOnlyThatRequestAndIsReplaced) {
       EXPECT_THAT(e.what(), HasSubstr("model '" + name + "'"));
     }
     EXPECT_FALSE(handler->resident_device(name).has_value());
-    ASSERT_TRUE(eventually([&] { return handler->restart_count() == restarts + 1; }));
+    ASSERT_TRUE(testing::eventually([&] { return handler->restart_count() == restarts + 1; }, 60s));
     for (pid_t pid : pids()) EXPECT_TRUE(process_alive(pid));
     // The same connection goes on; the model is switched in again.
     expect_direct_outputs(client, name, gen);
@@ -199,7 +188,7 @@ TEST_F(WorkerPool, AnIdleWorkerKilledIsReplaced) {
   expect_direct_outputs(client, "a", gen);
   const std::vector<pid_t> before = pids();
   ::kill(before[0], SIGKILL);
-  ASSERT_TRUE(eventually([&] { return handler->restart_count() == 1; }));
+  ASSERT_TRUE(testing::eventually([&] { return handler->restart_count() == 1; }, 60s));
   const std::vector<pid_t> after = pids();
   ASSERT_EQ(after.size(), before.size());
   EXPECT_NE(after[0], before[0]);
