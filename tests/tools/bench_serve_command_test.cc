@@ -17,20 +17,24 @@ namespace {
 using testing::bench_built;
 using ::testing::HasSubstr;
 
-TEST(BenchServeCommand, QuickRunServesBothSetups) {
+TEST(BenchServeCommand, QuickRunServesEverySetup) {
   FERRY_SKIP_WITHOUT_TOOL();
   if (!bench_built()) GTEST_SKIP() << "this build has no benchmarks (FERRY_BUILD_BENCH=OFF)";
   const testing::ToolRun r =
       testing::run_ferry_tool("bench-serve --quick --requests 24 --clients 3 --seed 7");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("Zipf(1.00) with seed 7"));
-  EXPECT_THAT(r.out, HasSubstr("per model (switching):"));
+  EXPECT_THAT(r.out, HasSubstr("per model (switching, in process):"));
   const std::regex switching(
-      R"(\| switching \| 2 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| ([0-9]+) of 24 \| 0 \|)");
+      R"(\| switching, in process \| 2 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| ([0-9]+) of 24 \| 0 \|)");
+  const std::regex workers(
+      R"(\| switching, worker processes \| 2 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| ([0-9]+) of 24 \| 0 \|)");
   const std::regex baseline(
       R"(\| one model per device \| 4 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| 0 of 24 \| 0 \|)");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.out, m, switching)) << r.out;
+  EXPECT_GT(std::stoi(m[1].str()), 0) << r.out;
+  ASSERT_TRUE(std::regex_search(r.out, m, workers)) << r.out;
   EXPECT_GT(std::stoi(m[1].str()), 0) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, baseline)) << r.out;
 }

@@ -29,13 +29,14 @@ TEST(BenchSwitchCommand, QuickRunPrintsEveryCaseWritesJsonAndATrace) {
       testing::run_bench_with_json("bench-switch --quick --trace " + trace.string());
   ASSERT_EQ(r.run.status, 0) << r.run.out;
   for (const char* part : {"bert-tiny:", "resnet18:", "load, then run", "per layer, host sync",
-                           "PipeSwitch, host sync", "ferry", "ferry + direct",
+                           "PipeSwitch, host sync", "ferry", "ferry + direct", "ferry, parallel",
                            "reads in place:", "stop-and-start", "target:"}) {
     EXPECT_THAT(r.run.out, HasSubstr(part));
   }
-  // Ready, five switch variants (ferry + direct among them) and stop-and-start (a new process
-  // that built the model, loaded the file and ran: slower than ready), for each of the two models.
-  ASSERT_EQ(r.records.size(), 14u) << r.json;
+  // Ready, six switch variants (ferry + direct and ferry, parallel among them: the sim has two
+  // devices) and stop-and-start (a new process that built the model, loaded the file and ran:
+  // slower than ready), for each of the two models.
+  ASSERT_EQ(r.records.size(), 16u) << r.json;
   for (const std::string& record : r.records) {
     if (record.find("\"stop-and-start\"") == std::string::npos) continue;
     EXPECT_GT(testing::json_field(record, "ms"), testing::json_field(record, "ready_ms")) << record;
