@@ -49,6 +49,7 @@ struct ServeOptions {
   size_t standby = 2;
   bool in_process = false;
   bool preempt = false;
+  std::string direct_access = "auto";
   int64_t profile_batch = 1;
   int64_t profile_image_size = 224;
   int64_t profile_seq_len = 128;
@@ -91,6 +92,7 @@ int run_serve(const ServeOptions& o) {
     switching.resident_bytes = o.resident_bytes;
     switching.profile_shape = profile_shape;
     switching.on_switch = on_switch;
+    switching.direct_access = parse_direct_access(o.direct_access);
     auto in_process = std::make_shared<SwitchingHandler>(config, devices, switching);
     for (const Device& device : in_process->devices()) {
       summary.push_back(detail::str_cat(device.str(), ": resident capacity ",
@@ -110,6 +112,7 @@ int run_serve(const ServeOptions& o) {
     pool.resident_bytes = o.resident_bytes;
     pool.workspace_bytes = o.workspace_bytes;
     pool.preempt = o.preempt;
+    pool.direct_access = parse_direct_access(o.direct_access);
     pool.profile_shape = profile_shape;
     pool.on_switch = on_switch;
     pool.log = log;
@@ -197,6 +200,10 @@ FERRY_REGISTER_COMMAND(
       sub.add_option("--workspace-bytes", o->workspace_bytes,
                      "Each worker's workspace (activations) in the device's region (0: the rest "
                      "of the free memory, shared)")
+          ->capture_default_str();
+      sub.add_option("--direct-access", o->direct_access,
+                     "Layers a switch reads in place from pinned host memory: auto (where the "
+                     "planner finds it wins), off, or all")
           ->capture_default_str();
       sub.add_flag("--preempt", o->preempt,
                    "A request that finds every device busy stops a running request between "

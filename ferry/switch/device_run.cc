@@ -1,13 +1,18 @@
 // Running a served model's request on a device, resident or switched in (device_run.h).
 #include "ferry/switch/device_run.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <deque>
+#include <limits>
 
 #include "ferry/autograd/grad_mode.h"
 #include "ferry/device/event.h"
 #include "ferry/device/guard.h"
 #include "ferry/ops/factories.h"
+#include "ferry/switch/direct_layers.h"
+#include "ferry/switch/model_config.h"
 
 namespace ferry::switch_ {
 namespace {
@@ -58,26 +63,50 @@ Tensor bind_whole_image(const ModelImage& image, const SwitchStreams& streams) {
   return block;
 }
 
-Grouping plan_switch(ServedModel& model, const SwitchStreams& streams, const LinkProfile& link,
-                     int repeats) {
+DirectAccess parse_direct_access(const std::string& text) {
+  if (text == "auto") return DirectAccess::kAuto;
+  if (text == "off") return DirectAccess::kOff;
+  if (text == "all") return DirectAccess::kAll;
+  throw ConfigError("--direct-access: expected auto, off or all, but got \"" + text + "\"");
+}
+
+DirectPlan plan_switch(ServedModel& model, const SwitchStreams& streams, const LinkProfile& link,
+                       int repeats, DirectAccess access) {
   autograd::NoGradGuard no_grad;
   const Device device = streams.compute.device();
   DeviceGuard device_guard(device);
   Tensor block = bind_whole_image(model.image(), streams);
   std::vector<LayerCost> costs;
+  std::vector<double> extra;
   {
     StreamGuard on_compute(streams.compute);
-    costs = profile_layers(model.layers(), model.example_input(device), link, repeats);
+    const Tensor input = model.example_input(device);
+    costs = profile_layers(model.layers(), input, link, repeats);
+    if (model.image().nbytes() > 0 && access != DirectAccess::kOff) {
+      const Tensor mapped = map_image(model.image(), device);
+      extra =
+          profile_direct_extra(model.image(), mapped, model.layers(), input, link, costs, repeats);
+    } else {
+      extra.assign(costs.size(), std::numeric_limits<double>::infinity());
+    }
     streams.compute.synchronize();
   }
   model.end_run(Tensor());  // forgets what the layers left behind
   switch_out(model.image());
-  return group_optimally(costs, ferry_group_costs(link));
+  const GroupCosts group_costs = ferry_group_costs(link);
+  if (access != DirectAccess::kAll) return plan_direct(costs, group_costs, extra);
+  DirectPlan all;
+  for (size_t i = 0; i < costs.size(); ++i) {
+    all.direct.push_back(costs[i].bytes > 0 && std::isfinite(extra[i]));
+  }
+  all.grouping = group_optimally_direct(costs, group_costs, extra, all.direct);
+  return all;
 }
 
 DeviceRun run_on_device(ServedModel& model, std::vector<Tensor> inputs,
-                        const SwitchStreams& streams, const Grouping* plan,
-                        const SwitchOptions& options, const std::function<bool()>& should_stop) {
+                        const SwitchStreams& streams, const DirectPlan* plan,
+                        const SwitchOptions& switch_options,
+                        const std::function<bool()>& should_stop) {
   FERRY_CHECK(!should_stop || plan == nullptr,
               "run_on_device: expected a run of resident weights to be preemptible, got a switch");
   autograd::NoGradGuard no_grad;
@@ -95,8 +124,15 @@ DeviceRun run_on_device(ServedModel& model, std::vector<Tensor> inputs,
       const Tensor first = model.begin_run(inputs);
       streams.compute.synchronize();
       t2 = RunClock::now();
+      SwitchOptions options = switch_options;
+      if (std::find(plan->direct.begin(), plan->direct.end(), true) != plan->direct.end()) {
+        auto direct = std::make_shared<DirectLayers>();
+        direct->mapped = map_image(model.image(), device);
+        direct->direct = plan->direct;
+        options.direct = std::move(direct);
+      }
       QueuedSwitch queued =
-          switch_in(model.image(), model.layers(), plan->ends, first, streams, options);
+          switch_in(model.image(), model.layers(), plan->grouping.ends, first, streams, options);
       run.block = queued.block;
       if (!queued.arrivals.empty()) queued.arrivals.back().synchronize();
       t3 = RunClock::now();

@@ -8,9 +8,11 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "ferry/core/tensor.h"
+#include "ferry/switch/direct_plan.h"
 #include "ferry/switch/grouping.h"
 #include "ferry/switch/pipelined_switch.h"
 #include "ferry/switch/served_model.h"
@@ -28,15 +30,17 @@ struct DeviceRun {
 
 // Runs `model` on `inputs` (match_inputs' tensors, on the host) on streams.compute's device.
 // With `plan` null the weights must already be there; otherwise they are switched in with
-// plan->ends while the request computes. Transfer is the input and output copies plus, for a
-// switch, the time until the last group has arrived; compute is the rest. Runs without autograd.
+// plan->grouping's groups while the request computes, the layers plan->direct marks reading their
+// weights in place from the image mapped into the device (direct host access), never copied.
+// Transfer is the input and output copies plus, for a switch, the time until the last group has
+// arrived; compute is the rest. Runs without autograd.
 //
 // With `should_stop` given (a run of resident weights only), the layers are queued one at a
 // time, a layer queued only once the one before the last has finished (one running, one
 // waiting), and `should_stop` is asked before each: once it says
 // yes the run ends between two layers with SwitchError(preempted) naming them, the streams idle.
 DeviceRun run_on_device(ServedModel& model, std::vector<Tensor> inputs,
-                        const SwitchStreams& streams, const Grouping* plan,
+                        const SwitchStreams& streams, const DirectPlan* plan,
                         const SwitchOptions& options = {},
                         const std::function<bool()>& should_stop = {});
 
@@ -44,9 +48,19 @@ DeviceRun run_on_device(ServedModel& model, std::vector<Tensor> inputs,
 // waiting for the copy: for profiling and preloading, outside any request. Returns the block.
 Tensor bind_whole_image(const ModelImage& image, const SwitchStreams& streams);
 
+// Which layers a switch may read in place from pinned host memory.
+enum class DirectAccess {
+  kAuto,  // where plan_direct finds that it wins
+  kOff,   // none: every weight is copied (group_optimally's plan)
+  kAll,   // every layer with weights (for experiments and tests), grouped optimally around them
+};
+// "auto", "off", "all"; raises ConfigError for anything else.
+DirectAccess parse_direct_access(const std::string& text);
+
 // Profiles `model`'s layers on streams.compute's device (its weights there for the while, then
-// back in the image) on its example input and returns the optimal grouping for `link`.
-Grouping plan_switch(ServedModel& model, const SwitchStreams& streams, const LinkProfile& link,
-                     int repeats);
+// back in the image) on its example input, resident and read in place from the mapped image, and
+// returns the plan for `link`: with kAuto plan_direct's (the direct layers where they win).
+DirectPlan plan_switch(ServedModel& model, const SwitchStreams& streams, const LinkProfile& link,
+                       int repeats, DirectAccess access = DirectAccess::kAuto);
 
 }  // namespace ferry::switch_

@@ -159,11 +159,17 @@ class Worker {
     ServedModel& model = *it->second;
     std::vector<Tensor> inputs = model.match_inputs(request.inputs);
     const bool switching = message.params_size > 0;
-    Grouping plan;
+    DirectPlan plan;
     SwitchOptions options;
     if (switching) {
       evict();
-      plan.ends.assign(message.group_ends.begin(), message.group_ends.end());
+      plan.grouping.ends.assign(message.group_ends.begin(), message.group_ends.end());
+      if (!message.direct.empty()) {
+        FERRY_CHECK(message.direct.size() == model.layers().size(), "serve worker: expected ",
+                    model.layers().size(), " direct-access flags for model '", request.model,
+                    "', got ", message.direct.size());
+        for (uint8_t flag : message.direct) plan.direct.push_back(flag != 0);
+      }
       options.weights_pool = memory::add_sub_region(device_, kRegion, kParams,
                                                     message.params_offset, message.params_size);
     } else {

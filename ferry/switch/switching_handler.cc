@@ -29,9 +29,9 @@ std::string mib_text(uint64_t bytes) {
 
 struct SwitchingHandler::ModelState {
   std::unique_ptr<ServedModel> model;
-  std::vector<Grouping> plans;   // per device index
-  std::optional<size_t> device;  // where resident
-  Tensor block;                  // the device block its weights view while resident
+  std::vector<DirectPlan> plans;  // per device index
+  std::optional<size_t> device;   // where resident
+  Tensor block;                   // the device block its weights view while resident
   uint64_t last_used = 0;
   int running = 0;
 };
@@ -121,10 +121,10 @@ SwitchingHandler::SwitchingHandler(const ServeConfig& config, std::vector<Device
     const LinkProfile link = measure_link(device.device, options_.profile_repeats);
     for (auto& [name, state] : models_) {
       ServedModel& model = *state->model;
-      state->plans.push_back(
-          model.weight_bytes() > device.capacity
-              ? Grouping{}
-              : plan_switch(model, device.streams, link, options_.profile_repeats));
+      state->plans.push_back(model.weight_bytes() > device.capacity
+                                 ? DirectPlan{}
+                                 : plan_switch(model, device.streams, link,
+                                               options_.profile_repeats, options_.direct_access));
     }
   }
 
@@ -207,7 +207,7 @@ uint64_t SwitchingHandler::weight_bytes(const std::string& model) const {
 }
 
 Grouping SwitchingHandler::grouping(const std::string& model, Device device) const {
-  return find(model).plans.at(device_index(device));
+  return find(model).plans.at(device_index(device)).grouping;
 }
 
 uint64_t SwitchingHandler::switch_count() const {
@@ -343,8 +343,8 @@ InferResult SwitchingHandler::handle(const InferRequest& request) {
     result.timings.compute_ms = run.timings.compute_ms;
     result.outputs = std::move(run.outputs);
     if (switching && options_.on_switch) {
-      options_.on_switch(SwitchEvent{request.model, device.device, state.plans[d].ends.size(),
-                                     evicted, run.switch_ms});
+      options_.on_switch(SwitchEvent{request.model, device.device,
+                                     state.plans[d].grouping.ends.size(), evicted, run.switch_ms});
     }
   } catch (...) {
     if (switching) {

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "ferry/core/device.h"
+#include "ferry/switch/device_run.h"
 #include "ferry/switch/grouping.h"
 #include "ferry/switch/model_config.h"
 #include "ferry/switch/pipelined_switch.h"
@@ -61,6 +62,8 @@ struct SwitchingOptions {
   // max_position_embeddings).
   ZooInputShape profile_shape{1, 224, 128};
   int profile_repeats = 3;
+  // Which layers a switch may read in place from pinned host memory (device_run.h).
+  DirectAccess direct_access = DirectAccess::kAuto;
   // Make models resident at startup (round-robin, while they fit without eviction).
   bool preload = true;
   // Called after each switch, on the request's thread.

@@ -18,6 +18,7 @@ struct MessageHeader {
   uint64_t params_offset;
   uint64_t params_size;
   uint32_t group_count;
+  uint32_t direct_count;
   uint32_t text_bytes;
   uint64_t payload_bytes;
 };
@@ -39,8 +40,8 @@ std::string receive_text(IpcConnection& c, uint32_t limit, const char* what) {
 }  // namespace
 
 void send_worker_message(IpcConnection& c, const WorkerMessage& m) {
-  FERRY_CHECK(m.group_ends.size() <= kMaxGroups && m.text.size() <= kMaxText &&
-                  m.payload.size() <= kMaxWorkerPayload,
+  FERRY_CHECK(m.group_ends.size() <= kMaxGroups && m.direct.size() <= kMaxGroups &&
+                  m.text.size() <= kMaxText && m.payload.size() <= kMaxWorkerPayload,
               "serve worker channel: a message of ", m.group_ends.size(), " groups, ",
               m.text.size(), " text bytes and ", m.payload.size(), " payload bytes is too large");
   const MessageHeader header{kWorkerMagic,
@@ -49,10 +50,12 @@ void send_worker_message(IpcConnection& c, const WorkerMessage& m) {
                              m.params_offset,
                              m.params_size,
                              static_cast<uint32_t>(m.group_ends.size()),
+                             static_cast<uint32_t>(m.direct.size()),
                              static_cast<uint32_t>(m.text.size()),
                              m.payload.size()};
   c.send_value(header);
   c.send_bytes(m.group_ends.data(), m.group_ends.size() * sizeof(uint64_t));
+  c.send_bytes(m.direct.data(), m.direct.size());
   c.send_bytes(m.text.data(), m.text.size());
   c.send_bytes(m.payload.data(), m.payload.size());
 }
@@ -67,8 +70,8 @@ WorkerMessage receive_worker_message(IpcConnection& c) {
                      header.op <= static_cast<uint32_t>(WorkerOp::kFailed),
                  "serve worker channel: expected an operation in [1, 7], got ", header.op);
   FERRY_CHECK_AS(DeviceError,
-                 header.group_count <= kMaxGroups && header.text_bytes <= kMaxText &&
-                     header.payload_bytes <= kMaxWorkerPayload,
+                 header.group_count <= kMaxGroups && header.direct_count <= kMaxGroups &&
+                     header.text_bytes <= kMaxText && header.payload_bytes <= kMaxWorkerPayload,
                  "serve worker channel: expected at most ", kMaxGroups, " groups, ", kMaxText,
                  " text bytes and ", kMaxWorkerPayload, " payload bytes, got ", header.group_count,
                  ", ", header.text_bytes, " and ", header.payload_bytes);
@@ -79,6 +82,8 @@ WorkerMessage receive_worker_message(IpcConnection& c) {
   m.params_size = header.params_size;
   m.group_ends.resize(header.group_count);
   c.receive_bytes(m.group_ends.data(), m.group_ends.size() * sizeof(uint64_t));
+  m.direct.resize(header.direct_count);
+  c.receive_bytes(m.direct.data(), m.direct.size());
   m.text.resize(header.text_bytes);
   c.receive_bytes(m.text.data(), m.text.size());
   m.payload.resize(header.payload_bytes);

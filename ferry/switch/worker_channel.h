@@ -36,6 +36,9 @@ struct WorkerMessage {
   uint64_t params_offset = 0;
   uint64_t params_size = 0;
   std::vector<uint64_t> group_ends;
+  // kInfer with a switch: one flag per layer, 1 for a layer read in place from the mapped image
+  // (direct host access); empty: none.
+  std::vector<uint8_t> direct;
   std::string text;
   std::vector<std::byte> payload;
 };

@@ -108,7 +108,7 @@ struct WorkerPoolHandler::Model {
   std::string name;
   std::unique_ptr<ServedModel> model;
   std::shared_ptr<memory::SharedHostBuffer> weights;
-  std::vector<Grouping> plans;  // per device
+  std::vector<DirectPlan> plans;  // per device
   Worker* resident = nullptr;
   uint64_t last_used = 0;
   uint64_t params_bytes() const {
@@ -183,7 +183,8 @@ WorkerPoolHandler::WorkerPoolHandler(const ServeConfig& config, std::vector<Devi
     const SwitchStreams streams = switch_streams(device);
     const LinkProfile link = measure_link(device, options_.profile_repeats);
     for (auto& [name, model] : models_) {
-      model->plans.push_back(plan_switch(*model->model, streams, link, options_.profile_repeats));
+      model->plans.push_back(plan_switch(*model->model, streams, link, options_.profile_repeats,
+                                         options_.direct_access));
     }
     memory::empty_cache(device);
   }
@@ -615,7 +616,8 @@ InferResult WorkerPoolHandler::handle(const InferRequest& request) {
     if (switching) {
       message.params_offset = worker->params_offset;
       message.params_size = worker->params_size;
-      for (size_t end : model.plans[d].ends) message.group_ends.push_back(end);
+      for (size_t end : model.plans[d].grouping.ends) message.group_ends.push_back(end);
+      for (bool direct : model.plans[d].direct) message.direct.push_back(direct ? 1 : 0);
     }
     WorkerMessage reply;
     std::optional<std::string> failure;
@@ -673,8 +675,8 @@ InferResult WorkerPoolHandler::handle(const InferRequest& request) {
     InferResult result = std::move(frame.response);
     result.timings.queue_ms = pool_ms_between(t0, t1);
     if (switching && options_.on_switch) {
-      options_.on_switch(SwitchEvent{request.model, slot.device, model.plans[d].ends.size(),
-                                     evicted,
+      options_.on_switch(SwitchEvent{request.model, slot.device,
+                                     model.plans[d].grouping.ends.size(), evicted,
                                      result.timings.transfer_ms + result.timings.compute_ms});
     }
     return result;

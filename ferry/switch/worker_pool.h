@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "ferry/core/device.h"
+#include "ferry/switch/device_run.h"
 #include "ferry/switch/grouping.h"
 #include "ferry/switch/model_config.h"
 #include "ferry/switch/switching_handler.h"
@@ -61,6 +62,8 @@ struct WorkerPoolOptions {
   uint64_t workspace_bytes = 0;
   ZooInputShape profile_shape{1, 224, 128};
   int profile_repeats = 3;
+  // Which layers a switch may read in place from pinned host memory (device_run.h).
+  DirectAccess direct_access = DirectAccess::kAuto;
   std::chrono::milliseconds worker_start_timeout{std::chrono::seconds(300)};
   // The longest a worker may take to answer a request or an eviction before it is killed.
   std::chrono::milliseconds reply_timeout{std::chrono::seconds(300)};

@@ -90,6 +90,20 @@ TEST_F(SwitchServe, SwitchedOutputsEqualTheModelRunDirectlyAfterEvictions) {
   EXPECT_EQ(handler->switch_count(), switched.size());
 }
 
+TEST_F(SwitchServe, LayersReadInPlaceGiveTheDirectModelsOutputs) {
+  SCOPED_TRACE(::ferry::testing::seed_trace());
+  Generator gen(::ferry::testing::test_seed());
+  SwitchingOptions switching;
+  switching.direct_access = DirectAccess::kAll;  // every layer with weights reads them in place
+  // Room for one model at a time: every request switches.
+  serve({"a", "text", "vision"}, {Device("sim:0")}, bytes_of("vision"), switching);
+  const Grouping plan = handler->grouping("text", Device("sim:0"));
+  EXPECT_FALSE(plan.ends.empty());
+  Client client(server->socket_path());
+  for (const char* name : {"text", "vision", "a", "text"}) expect_direct_outputs(client, name, gen);
+  EXPECT_EQ(handler->switch_count(), switched_models().size());
+}
+
 TEST_F(SwitchServe, TheLeastRecentlyUsedModelIsEvictedFirst) {
   serve({"a", "b", "c"}, {Device("sim:0")}, 2 * bytes_of("a"));
   // Preloaded in order a, b; c does not fit.

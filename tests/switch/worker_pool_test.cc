@@ -251,6 +251,18 @@ TEST_F(WorkerPool, ARequestThatFindsEveryDeviceBusyPreemptsARunBetweenLayers) {
   EXPECT_EQ(handler->restart_count(), 0u);
 }
 
+TEST_F(WorkerPool, LayersReadInPlaceFromTheSharedWeightsGiveTheDirectModelsOutputs) {
+  SCOPED_TRACE(::ferry::testing::seed_trace());
+  Generator gen(::ferry::testing::test_seed());
+  WorkerPoolOptions pool;
+  pool.direct_access = DirectAccess::kAll;  // every layer with weights reads them in place
+  serve({"a", "text"}, {Device("sim:0")}, /*standby=*/0, /*resident=*/0, pool);
+  Client client(server->socket_path());
+  for (const char* name : {"text", "a", "text", "text", "a"})
+    expect_direct_outputs(client, name, gen);
+  EXPECT_EQ(handler->switch_count(), 4u);
+}
+
 TEST_F(WorkerPool, ManyClientsOverTwoDevices) {
   SCOPED_TRACE(::ferry::testing::seed_trace());
   serve({"a", "b", "c", "wide"}, {Device("sim:0"), Device("sim:1")}, /*standby=*/1,
