@@ -155,6 +155,10 @@ PeerRoute measure_peer_route(Device peer, Device target, const LinkProfile& targ
   const Tensor from_large = bytes_on(kLarge, peer).fill_(1);
   Tensor to_small = bytes_on(kSmall, target);
   Tensor to_large = bytes_on(kLarge, target);
+  // The fills ran on the peer's current stream, and the blocks were allocated on the current
+  // streams: the link and arrival streams must not touch them before that work is done.
+  current_stream(peer).synchronize();
+  current_stream(target).synchronize();
   const auto forward = [&](Tensor& dst, const Tensor& src) {
     {
       StreamGuard on_link(streams.link);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "ferry/core/error.h"
 #include "ferry/device/backend.h"
@@ -143,9 +144,10 @@ struct WorkerPoolHandler::DeviceSlot {
   // A model whose request preempted this device's run: the device is kept for it.
   Model* reserved_by = nullptr;
 
-  std::string worker_name(const Worker& w) const {
-    return detail::str_cat("worker ", w.slot, " of ", device.str(), " (pid ", w.pid, ")");
+  std::string worker_name(size_t slot, pid_t pid) const {
+    return detail::str_cat("worker ", slot, " of ", device.str(), " (pid ", pid, ")");
   }
+  std::string worker_name(const Worker& w) const { return worker_name(w.slot, w.pid); }
   // The lowest offset of the parameters area where `bytes` fit between the workers' ranges.
   std::optional<uint64_t> find_range(uint64_t bytes) const {
     std::vector<std::pair<uint64_t, uint64_t>> used;
@@ -252,10 +254,15 @@ WorkerPoolHandler::WorkerPoolHandler(const ServeConfig& config, std::vector<Devi
   for (auto& slot : device_slots_) {
     for (auto& w : slot->workers) all.push_back(w.get());
   }
+  std::vector<StartingWorker> starting;
   try {
-    for (Worker* w : all) launch_worker(*w);
-    for (Worker* w : all) await_worker(*w);
+    for (Worker* w : all) starting.push_back(launch_worker(*w));
+    for (size_t i = 0; i < all.size(); ++i) {
+      await_worker(*all[i], starting[i]);
+      take_started(*all[i], starting[i]);
+    }
   } catch (...) {
+    for (const StartingWorker& w : starting) kill_and_reap(w.pid);
     for (Worker* w : all) kill_and_reap(w->pid);
     for (auto& slot : device_slots_) {
       get_backend(slot->device.type()).free(slot->device.index(), slot->region);
@@ -299,13 +306,14 @@ WorkerPoolHandler::~WorkerPoolHandler() {
   }
 }
 
-void WorkerPoolHandler::launch_worker(Worker& worker) {
-  DeviceSlot& slot = *device_slots_[worker.device];
+WorkerPoolHandler::StartingWorker WorkerPoolHandler::launch_worker(const Worker& worker) const {
+  const DeviceSlot& slot = *device_slots_[worker.device];
   auto [mine, theirs] = IpcConnection::pair();
-  worker.pid = spawn_worker(options_.worker_program, theirs.fd(), options_.worker_environment);
+  StartingWorker starting;
+  starting.pid = spawn_worker(options_.worker_program, theirs.fd(), options_.worker_environment);
   theirs.close();
-  worker.channel = std::move(mine);
-  worker.channel.set_timeout(options_.worker_start_timeout);
+  starting.channel = std::move(mine);
+  starting.channel.set_timeout(options_.worker_start_timeout);
   WorkerInit init;
   init.models_toml = models_toml_;
   init.region = export_ipc_handle(slot.device, slot.region, slot.region_bytes);
@@ -320,29 +328,36 @@ void WorkerPoolHandler::launch_worker(Worker& worker) {
     init.images.push_back(std::move(image));
   }
   try {
-    send_worker_init(worker.channel, init);
+    send_worker_init(starting.channel, init);
   } catch (const Error& e) {
-    throw Error(detail::str_cat("ferry serve: ", slot.worker_name(worker),
+    kill_and_reap(starting.pid);
+    throw Error(detail::str_cat("ferry serve: ", slot.worker_name(worker.slot, starting.pid),
                                 " did not start (running \"", options_.worker_program,
                                 " switch-worker\"): ", e.what()));
   }
+  return starting;
 }
 
-void WorkerPoolHandler::await_worker(Worker& worker) {
-  DeviceSlot& slot = *device_slots_[worker.device];
+void WorkerPoolHandler::await_worker(const Worker& worker, StartingWorker& starting) const {
+  const DeviceSlot& slot = *device_slots_[worker.device];
+  const std::string name = slot.worker_name(worker.slot, starting.pid);
   WorkerMessage ready;
   try {
-    ready = receive_worker_message(worker.channel);
+    ready = receive_worker_message(starting.channel);
   } catch (const Error& e) {
-    throw Error(
-        detail::str_cat("ferry serve: ", slot.worker_name(worker), " did not start: ", e.what()));
+    throw Error(detail::str_cat("ferry serve: ", name, " did not start: ", e.what()));
   }
   if (ready.op != WorkerOp::kReady) {
     throw Error(detail::str_cat(
-        "ferry serve: ", slot.worker_name(worker), " did not start: ",
+        "ferry serve: ", name, " did not start: ",
         ready.op == WorkerOp::kFailed ? ready.text : std::string("unexpected message")));
   }
-  worker.channel.set_timeout(options_.reply_timeout);
+  starting.channel.set_timeout(options_.reply_timeout);
+}
+
+void WorkerPoolHandler::take_started(Worker& worker, StartingWorker& starting) {
+  worker.pid = std::exchange(starting.pid, 0);
+  worker.channel = std::move(starting.channel);
   worker.state = Worker::State::kReady;
 }
 
@@ -704,19 +719,21 @@ void WorkerPoolHandler::monitor_loop() {
         w->pid = 0;
         lock.unlock();
         std::optional<std::string> failure;
+        StartingWorker starting;
         try {
-          launch_worker(*w);
-          await_worker(*w);
+          starting = launch_worker(*w);
+          await_worker(*w, starting);
         } catch (const Error& e) {
           failure = e.what();
         }
         lock.lock();
         if (failure) {
-          w->death = kill_and_reap(w->pid);
+          w->death = kill_and_reap(starting.pid);
           w->state = Worker::State::kDead;
           w->restart_at = PoolClock::now() + std::chrono::seconds(1);
           if (options_.log) options_.log("could not restart a worker: " + *failure);
         } else {
+          take_started(*w, starting);
           restart_count_ += 1;
           if (options_.log) {
             options_.log(detail::str_cat("started ", slot->worker_name(*w), " in its place"));

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "ferry/core/device.h"
+#include "ferry/device/ipc.h"
 #include "ferry/switch/device_run.h"
 #include "ferry/switch/grouping.h"
 #include "ferry/switch/model_config.h"
@@ -134,9 +135,17 @@ class WorkerPoolHandler : public RequestHandler {
   // Marks `worker` dead (under the lock): its model is not resident, its range is free; the
   // monitor restarts the slot. Returns how it ended, for messages.
   std::string bury_locked(Worker& worker, const std::string& doing);
-  // Starts the worker's process and sends it its start-up message / waits until it is ready.
-  void launch_worker(Worker& worker);
-  void await_worker(Worker& worker);
+  // A worker process that has been started but is not in its slot yet: the slot's fields change
+  // only under the lock (take_started), so others can read them meanwhile.
+  struct StartingWorker {
+    pid_t pid = 0;
+    IpcConnection channel;
+  };
+  // Starts the process for `worker`'s slot and sends it its start-up message; then waits until
+  // it is ready (raising ferry::Error with its reason); then puts it in the slot.
+  StartingWorker launch_worker(const Worker& worker) const;
+  void await_worker(const Worker& worker, StartingWorker& starting) const;
+  void take_started(Worker& worker, StartingWorker& starting);
   void monitor_loop();
 
   WorkerPoolOptions options_;

@@ -18,6 +18,7 @@ namespace {
 
 using testing::error_of;
 using ::testing::HasSubstr;
+using testing::stream_ms;
 
 class HostMapping : public testing::SimTest {
  protected:
@@ -34,18 +35,6 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
   const Tensor y = b.to(Device(DeviceType::CPU)).contiguous();
   return x.sizes() == y.sizes() && x.dtype() == y.dtype() &&
          std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
-}
-
-// Milliseconds the work queued on sim:0's current stream holds it.
-template <typename Work>
-double stream_ms(Work&& work) {
-  const Stream s = current_stream(Device("sim:0"));
-  Event start(true), end(true);
-  start.record(s);
-  work();
-  end.record(s);
-  end.synchronize();
-  return start.elapsed_time(end);
 }
 
 TEST_F(HostMapping, KernelsOnMappedMemoryEqualTheCopiedPathBitwise) {

@@ -16,6 +16,7 @@ namespace {
 
 using testing::error_of;
 using ::testing::HasSubstr;
+using testing::stream_ms;
 
 sim::SimConfig from(std::map<std::string, std::string> env) {
   return sim::SimConfig::from_env([&](const char* name) -> const char* {
@@ -61,18 +62,6 @@ class SimCompute : public testing::SimTest {
     testing::SimTest::TearDown();
   }
 };
-
-// Milliseconds the kernels queued by `work` hold the current stream of sim:0.
-template <typename Work>
-double stream_ms(Work&& work) {
-  const Stream s = current_stream(Device("sim:0"));
-  Event start(true), end(true);
-  start.record(s);
-  work();
-  end.record(s);
-  end.synchronize();
-  return start.elapsed_time(end);
-}
 
 TEST_F(SimCompute, AKernelHoldsItsStreamForFlopsOverRate) {
   const Tensor x = ones({1 << 20}, Device("sim:0"));

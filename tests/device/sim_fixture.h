@@ -1,6 +1,7 @@
 // Shared helpers for the device tests: a fixture that puts the sim device into a known state (the
 // documented defaults, whatever FERRY_SIM_* says), RAII holders for sim and pinned memory, and a
-// Gate that holds a stream's queue shut until the test opens it (ordering without timing).
+// Gate that holds a stream's queue shut until the test opens it (ordering without timing), and
+// stream_ms, the time queued work holds a stream.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -19,7 +20,9 @@
 #include "ferry/backends/sim/sim.h"
 #include "ferry/core/error.h"
 #include "ferry/device/backend.h"
+#include "ferry/device/event.h"
 #include "ferry/device/runtime.h"
+#include "ferry/device/stream.h"
 
 namespace ferry::testing {
 
@@ -33,6 +36,19 @@ class SimTest : public ::testing::Test {
 
   static Backend& sim_backend() { return get_backend(DeviceType::Sim); }
 };
+
+// Milliseconds the work that `work` queues on sim:0's current stream holds it (timing events on
+// either side).
+template <typename Work>
+double stream_ms(Work&& work) {
+  const Stream s = current_stream(Device("sim:0"));
+  Event start(true), end(true);
+  start.record(s);
+  work();
+  end.record(s);
+  end.synchronize();
+  return start.elapsed_time(end);
+}
 
 // Device memory on a sim device, freed at scope end.
 class SimBuffer {

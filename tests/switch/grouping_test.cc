@@ -16,34 +16,22 @@
 #include "ferry/switch/grouping.h"
 #include "ferry/switch/parallel_grouping.h"
 #include "tests/support/random.h"
+#include "tests/switch/switch_plan_util.h"
 
 namespace ferry::switch_ {
 namespace {
 
+// Every layer holds weights.
 std::vector<LayerCost> random_layers(std::mt19937_64& rng, size_t n, double transfer_scale,
                                      double compute_scale) {
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  std::vector<LayerCost> layers(n);
-  for (size_t i = 0; i < n; ++i) {
-    layers[i].name = "layer" + std::to_string(i);
-    layers[i].bytes = static_cast<uint64_t>(unit(rng) * 1e7);
-    // Skewed: a few heavy layers, as real models have (the fc of ResNet, BERT's embeddings).
-    layers[i].transfer_s = transfer_scale * std::pow(unit(rng), 3.0);
-    layers[i].compute_s = compute_scale * unit(rng);
-  }
-  return layers;
+  return testing::random_layers(rng, n, transfer_scale, compute_scale);
 }
 
 // The least completion time of all 2^(n-1) groupings, by enumeration.
 double brute_force_best(const std::vector<LayerCost>& layers, const GroupCosts& costs) {
   const size_t n = layers.size();
   double best = std::numeric_limits<double>::infinity();
-  for (uint64_t cuts = 0; cuts < (uint64_t{1} << (n - 1)); ++cuts) {
-    std::vector<size_t> ends;
-    for (size_t i = 0; i + 1 < n; ++i) {
-      if (cuts & (uint64_t{1} << i)) ends.push_back(i + 1);
-    }
-    ends.push_back(n);
+  for (const std::vector<size_t>& ends : testing::every_grouping(n)) {
     best = std::min(best, simulate_switch(layers, costs, ends).completion_s);
   }
   return best;
@@ -52,13 +40,7 @@ double brute_force_best(const std::vector<LayerCost>& layers, const GroupCosts& 
 TEST(SwitchGrouping, OptimalMatchesExhaustiveSearchOnRandomModels) {
   SCOPED_TRACE(ferry::testing::seed_trace());
   std::mt19937_64 rng = ferry::testing::test_rng();
-  // Transfer-bound, compute-bound and balanced models; overheads from none to larger than a layer.
-  const double regimes[][4] = {{1e-3, 1e-4, 0, 0},
-                               {1e-4, 1e-3, 2e-5, 1e-5},
-                               {1e-3, 1e-3, 1e-4, 5e-5},
-                               {1e-3, 1e-3, 2e-3, 0},
-                               {5e-4, 1e-3, 1e-5, 1e-3}};
-  for (const auto& regime : regimes) {
+  for (const auto& regime : testing::kPlannerRegimes) {
     for (int trial = 0; trial < 12; ++trial) {
       const size_t n = 1 + rng() % 12;
       const std::vector<LayerCost> layers = random_layers(rng, n, regime[0], regime[1]);
@@ -168,12 +150,7 @@ double brute_force_parallel(const std::vector<LayerCost>& layers, const GroupCos
                             const PeerRoute& peer) {
   const size_t n = layers.size();
   double best = std::numeric_limits<double>::infinity();
-  for (uint64_t cuts = 0; cuts < (uint64_t{1} << (n - 1)); ++cuts) {
-    std::vector<size_t> ends;
-    for (size_t i = 0; i + 1 < n; ++i) {
-      if (cuts & (uint64_t{1} << i)) ends.push_back(i + 1);
-    }
-    ends.push_back(n);
+  for (const std::vector<size_t>& ends : testing::every_grouping(n)) {
     for (uint64_t on_peer = 0; on_peer < (uint64_t{1} << ends.size()); ++on_peer) {
       std::vector<Route> routes;
       for (size_t g = 0; g < ends.size(); ++g) {

@@ -20,26 +20,14 @@
 #include "ferry/switch/zoo_model.h"
 #include "tests/support/random.h"
 #include "tests/support/tensor_compare.h"
+#include "tests/switch/switch_plan_util.h"
 
 namespace ferry::switch_ {
 namespace {
 
 const Device kSim0("sim:0");
-
-// The same model (same seed) moved with Module::to and run on the device.
-Tensor reference_output(const std::string& arch, uint64_t seed, ZooInputShape shape,
-                        const Tensor& input) {
-  NoGradGuard no_grad;
-  ZooModel model = make_zoo_model(arch, seed, shape);
-  model.module->to(input.device());
-  return run_layers(model.layers, input).cpu();
-}
-
-// The output read where it was made: on the compute stream.
-Tensor output_on(const SwitchStreams& streams, const QueuedSwitch& queued) {
-  StreamGuard on_compute(streams.compute);
-  return queued.output.cpu();
-}
+using testing::output_on;
+using testing::reference_output;
 
 std::vector<size_t> random_grouping(std::mt19937_64& rng, size_t n) {
   std::vector<size_t> ends;
