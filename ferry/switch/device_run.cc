@@ -19,10 +19,6 @@ namespace {
 
 using RunClock = std::chrono::steady_clock;
 
-double run_ms_between(RunClock::time_point a, RunClock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
 // The layers one at a time, each queued once the one before the last has finished (one running,
 // one waiting), asking `should_stop` first.
 std::vector<NamedTensor> run_stoppable(ServedModel& model, const std::vector<Tensor>& inputs,
@@ -150,10 +146,9 @@ DeviceRun run_on_device(ServedModel& model, std::vector<Tensor> inputs,
     const auto t4 = RunClock::now();
     for (NamedTensor& o : run.outputs) o.tensor = o.tensor.cpu().contiguous();
     const auto t5 = RunClock::now();
-    run.timings.transfer_ms =
-        run_ms_between(t1, t2) + run_ms_between(t2, t3) + run_ms_between(t4, t5);
-    run.timings.compute_ms = run_ms_between(t3, t4);
-    run.switch_ms = plan != nullptr ? run_ms_between(t2, t4) : 0;
+    run.timings.transfer_ms = ms_between(t1, t2) + ms_between(t2, t3) + ms_between(t4, t5);
+    run.timings.compute_ms = ms_between(t3, t4);
+    run.switch_ms = plan != nullptr ? ms_between(t2, t4) : 0;
   } catch (...) {
     try {
       streams.compute.synchronize();

@@ -223,6 +223,14 @@ std::pair<ErrorCode, std::string> classify_error(const std::exception_ptr& error
   }
 }
 
+void raise_deadline_before_start(const InferRequest& request,
+                                 std::chrono::steady_clock::time_point now) {
+  throw SwitchError(ErrorCode::deadline_exceeded,
+                    detail::str_cat("expected to start within ", request.deadline_ms,
+                                    " ms, but model '", request.model, "' waited for a device for ",
+                                    ms_between(request.received, now), " ms"));
+}
+
 void raise_unknown_model(const std::string& model, const std::vector<std::string>& known) {
   std::string list;
   for (const std::string& name : known) list += (list.empty() ? "" : ", ") + name;

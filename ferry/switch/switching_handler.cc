@@ -17,10 +17,6 @@ namespace {
 
 using HandlerClock = std::chrono::steady_clock;
 
-double handler_ms_between(HandlerClock::time_point a, HandlerClock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
 std::string mib_text(uint64_t bytes) {
   return detail::str_cat(bytes, " bytes (", static_cast<double>(bytes) / (1 << 20), " MiB)");
 }
@@ -295,11 +291,7 @@ InferResult SwitchingHandler::handle(const InferRequest& request) {
     while (true) {
       const auto now = HandlerClock::now();
       if (has_deadline && now > deadline) {
-        throw SwitchError(
-            ErrorCode::deadline_exceeded,
-            detail::str_cat("expected to start within ", request.deadline_ms, " ms, but model '",
-                            request.model, "' waited for a device for ",
-                            handler_ms_between(request.received, now), " ms"));
+        raise_deadline_before_start(request, now);
       }
       std::optional<size_t> chosen;
       if (state.device) {
@@ -330,7 +322,7 @@ InferResult SwitchingHandler::handle(const InferRequest& request) {
     state.running += 1;
   }
   const auto t1 = HandlerClock::now();
-  result.timings.queue_ms = handler_ms_between(t0, t1);
+  result.timings.queue_ms = ms_between(t0, t1);
 
   DeviceState& device = *device_states_[d];
   Tensor new_block;

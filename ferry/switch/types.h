@@ -72,6 +72,17 @@ class SwitchError : public Error {
 // IndexError are bad_input; anything else is internal. With the exception's message.
 std::pair<ErrorCode, std::string> classify_error(const std::exception_ptr& error);
 
+// Milliseconds from `a` to `b`, for timings.
+inline double ms_between(std::chrono::steady_clock::time_point a,
+                         std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Raises SwitchError(deadline_exceeded): `request` waited for a device from its arrival to `now`,
+// past its deadline.
+[[noreturn]] void raise_deadline_before_start(const InferRequest& request,
+                                              std::chrono::steady_clock::time_point now);
+
 // Raises SwitchError(unknown_model) naming `model` and the models a server has.
 [[noreturn]] void raise_unknown_model(const std::string& model,
                                       const std::vector<std::string>& known);

@@ -37,10 +37,6 @@ constexpr uint64_t kPoolAlign = 512;
 uint64_t pool_align_down(uint64_t n) { return n / kPoolAlign * kPoolAlign; }
 uint64_t pool_align_up(uint64_t n) { return (n + kPoolAlign - 1) / kPoolAlign * kPoolAlign; }
 
-double pool_ms_between(PoolClock::time_point a, PoolClock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
 std::string worker_exit_text(int status) {
   if (WIFSIGNALED(status)) return detail::str_cat("was killed by signal ", WTERMSIG(status));
   if (WIFEXITED(status)) return detail::str_cat("exited with status ", WEXITSTATUS(status));
@@ -564,11 +560,7 @@ InferResult WorkerPoolHandler::handle(const InferRequest& request) {
           if (slot->reserved_by == &model) slot->reserved_by = nullptr;
         }
         device_freed_.notify_all();
-        throw SwitchError(
-            ErrorCode::deadline_exceeded,
-            detail::str_cat("expected to start within ", request.deadline_ms, " ms, but model '",
-                            request.model, "' waited for a device for ",
-                            pool_ms_between(request.received, now), " ms"));
+        raise_deadline_before_start(request, now);
       }
       std::optional<size_t> chosen;
       if (model.resident != nullptr) {
@@ -688,7 +680,7 @@ InferResult WorkerPoolHandler::handle(const InferRequest& request) {
     release();
     lock.unlock();
     InferResult result = std::move(frame.response);
-    result.timings.queue_ms = pool_ms_between(t0, t1);
+    result.timings.queue_ms = ms_between(t0, t1);
     if (switching && options_.on_switch) {
       options_.on_switch(SwitchEvent{request.model, slot.device,
                                      model.plans[d].grouping.ends.size(), evicted,
