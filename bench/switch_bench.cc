@@ -53,6 +53,15 @@ struct Variant {
 // ferry + direct, then "ferry, parallel" when sim:1 exists.
 constexpr size_t kPipeSwitch = 2;
 constexpr size_t kFerry = 3;
+constexpr size_t kFerryDirect = 4;  // the planner's choice with direct access: what serve runs
+
+// The two targets for one ferry case.
+struct TargetCheck {
+  double over_ms = 0;   // its overhead over ready
+  double bound_ms = 0;  // max(0, transfer - compute) + its largest copied group + 1 ms
+  bool met_bound = false;
+  bool met_half = false;  // over_ms <= 0.5 x PipeSwitch-style's overhead
+};
 
 struct ModelResult {
   std::string model;
@@ -62,9 +71,8 @@ struct ModelResult {
   double ready_ms = 0;  // measured
   std::vector<Variant> variants;
   double stop_and_start_ms = 0;  // a new process: build, load the file, run (median)
-  double bound_ms = 0;           // ferry's target overhead
-  bool met_bound = false;
-  bool met_half = false;
+  TargetCheck ferry_target;      // "ferry": copies only
+  TargetCheck served_target;     // "ferry + direct", as `ferry serve` plans by default
   std::vector<std::string> direct_layers;  // the layers "ferry + direct" reads in place
 };
 
@@ -244,21 +252,27 @@ ModelResult bench_model(const std::string& arch, const SwitchBenchOptions& o, in
   streams.compute.synchronize();
   stop_and_start(arch, weights.path(), o, r);
 
-  // The bound: max(0, transfer - compute) + the largest group's transfer + 1 ms.
-  const Variant& ferry = r.variants[kFerry];
-  double largest_group_ms = 0;
-  size_t first = 0;
-  for (size_t end : ferry.plan.ends) {
-    double group = 0;
-    for (size_t i = first; i < end; ++i) group += costs[i].transfer_s * 1e3;
-    largest_group_ms = std::max(largest_group_ms, group);
-    first = end;
-  }
-  r.bound_ms = std::max(0.0, r.transfer_ms - r.ready_ms) + largest_group_ms + 1.0;
-  const double ferry_over = ferry.median_ms - r.ready_ms;
   const double pipeswitch_over = r.variants[kPipeSwitch].median_ms - r.ready_ms;
-  r.met_bound = ferry_over <= r.bound_ms;
-  r.met_half = ferry_over <= 0.5 * pipeswitch_over;
+  const auto check = [&](const Variant& v, const std::vector<bool>* copied_not) {
+    double largest_group_ms = 0;
+    size_t first = 0;
+    for (size_t end : v.plan.ends) {
+      double group = 0;
+      for (size_t i = first; i < end; ++i) {
+        if (copied_not == nullptr || !(*copied_not)[i]) group += costs[i].transfer_s * 1e3;
+      }
+      largest_group_ms = std::max(largest_group_ms, group);
+      first = end;
+    }
+    TargetCheck t;
+    t.over_ms = v.median_ms - r.ready_ms;
+    t.bound_ms = std::max(0.0, r.transfer_ms - r.ready_ms) + largest_group_ms + 1.0;
+    t.met_bound = t.over_ms <= t.bound_ms;
+    t.met_half = t.over_ms <= 0.5 * pipeswitch_over;
+    return t;
+  };
+  r.ferry_target = check(r.variants[kFerry], nullptr);
+  r.served_target = check(r.variants[kFerryDirect], &direct->direct);
   return r;
 }
 
@@ -283,17 +297,20 @@ void print_result(std::FILE* out, const ModelResult& r) {
   std::fprintf(out, "  %-24s %7s %11.2f %11.2f %11s %9.2f\n", "stop-and-start", "-",
                r.stop_and_start_ms, r.stop_and_start_ms - r.ready_ms, "-",
                r.stop_and_start_ms / r.ready_ms);
-  const double ferry_over = r.variants[kFerry].median_ms - r.ready_ms;
   const double pipeswitch_over = r.variants[kPipeSwitch].median_ms - r.ready_ms;
   std::string direct = r.direct_layers.empty() ? "none (plain pipelining wins)" : "";
   for (const std::string& name : r.direct_layers) direct += (direct.empty() ? "" : ", ") + name;
   std::fprintf(out, "  ferry + direct reads in place: %s\n", direct.c_str());
-  std::fprintf(out,
-               "  target: ferry's overhead %.2f ms <= %.2f ms (transfer beyond compute + its "
-               "largest group + 1 ms): %s\n",
-               ferry_over, r.bound_ms, r.met_bound ? "met" : "MISSED");
-  std::fprintf(out, "  target: ferry's overhead <= 0.5x PipeSwitch's (%.2f ms): %s\n",
-               pipeswitch_over, r.met_half ? "met" : "MISSED");
+  const auto print_target = [&](const char* name, const TargetCheck& t) {
+    std::fprintf(out,
+                 "  target: %s overhead %.2f ms <= %.2f ms (transfer beyond compute + its "
+                 "largest group + 1 ms): %s\n",
+                 name, t.over_ms, t.bound_ms, t.met_bound ? "met" : "MISSED");
+    std::fprintf(out, "  target: %s overhead <= 0.5x PipeSwitch's (%.2f ms): %s\n", name,
+                 pipeswitch_over, t.met_half ? "met" : "MISSED");
+  };
+  print_target("ferry's", r.ferry_target);
+  print_target("ferry + direct's (as served)", r.served_target);
 }
 
 std::string json_of(const std::vector<ModelResult>& results, const SwitchBenchOptions& o) {
@@ -378,8 +395,10 @@ int run_switch_bench(const SwitchBenchOptions& o) {
 
   std::fprintf(out,
                "bench-switch: sim:0, link %s with %s per copy (parallel: sim:1's link too, peer "
-               "link %s), compute %s (timing-only), batch %lld, medians of %d switches; CPU %s\n",
-               o.bandwidth.c_str(), o.latency.c_str(), o.peer_bandwidth.c_str(), o.compute.c_str(),
+               "link %s), compute %s, batch %lld, medians of %d switches; CPU %s\n",
+               o.bandwidth.c_str(), o.latency.c_str(), o.peer_bandwidth.c_str(),
+               sim::config().compute_rate > 0 ? (o.compute + " (modelled, timing-only)").c_str()
+                                              : "real (the CPU kernels' own time)",
                o.batch, repeat, cpu_model_name().c_str());
   std::vector<ModelResult> results;
   std::string trace;
@@ -406,7 +425,7 @@ int run_switch_bench(const SwitchBenchOptions& o) {
   if (!o.trace.empty()) write_file(o.trace, trace);
   if (o.trace_text != nullptr) *o.trace_text = trace;
   bool met = true;
-  for (const ModelResult& r : results) met = met && r.met_bound && r.met_half;
+  for (const ModelResult& r : results) met = met && r.served_target.met_bound && r.served_target.met_half;
   return met || o.quick ? 0 : 1;
 }
 

@@ -26,7 +26,8 @@ FERRY_REGISTER_COMMAND(
                      "Architectures (resnet18/34/50/101/152, bert-base, bert-tiny)")
           ->capture_default_str();
       sub.add_option("--compute", options->compute,
-                     "Modelled FLOP/s of the device (FERRY_SIM_COMPUTE's format)")
+                     "Modelled FLOP/s of the device (FERRY_SIM_COMPUTE's format, timing-only); 0: real "
+                     "compute (the CPU kernels' own time, outputs computed)")
           ->capture_default_str();
       sub.add_option("--bandwidth", options->bandwidth, "Host-to-device link bandwidth")
           ->capture_default_str();

@@ -4,11 +4,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ferry/device/ipc.h"
 #include "ferry/device/runtime.h"
@@ -85,6 +87,24 @@ TEST_F(HostRegistrationTest, RegisteredMemoryIsPinnedAndCopiesFromItOnlyEnqueue)
   unregister_host(host.get());
   EXPECT_FALSE(is_pinned(host.get(), 1));
   EXPECT_FALSE(is_pinned(back.get(), 1));
+}
+
+// Registration faults every page of the range into this process, as a driver's pinning does, so
+// that the first copy from it pays no first access per page (costly on virtual machines).
+TEST_F(HostRegistrationTest, RegistrationFaultsEveryPageIn) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  constexpr size_t kPages = 64;
+  MemfdMapping host(kPages * page);
+  ASSERT_NE(host.get(), nullptr);
+  const auto resident_pages = [&] {
+    std::vector<unsigned char> in_core(kPages);
+    EXPECT_EQ(::mincore(host.get(), kPages * page, in_core.data()), 0);
+    return std::count_if(in_core.begin(), in_core.end(), [](unsigned char c) { return c & 1; });
+  };
+  ASSERT_EQ(resident_pages(), 0) << "a fresh memfd mapping has no page in memory";
+  ASSERT_TRUE(register_host(host.get(), kPages * page));
+  EXPECT_EQ(resident_pages(), static_cast<std::ptrdiff_t>(kPages));
+  unregister_host(host.get());
 }
 
 TEST_F(HostRegistrationTest, OverlapsDoubleRegistrationAndStrangersAreErrors) {
