@@ -70,9 +70,9 @@ struct ModelResult {
   double transfer_ms = 0;
   double ready_ms = 0;  // measured
   std::vector<Variant> variants;
-  double stop_and_start_ms = 0;  // a new process: build, load the file, run (median)
-  TargetCheck ferry_target;      // "ferry": copies only
-  TargetCheck served_target;     // "ferry + direct", as `ferry serve` plans by default
+  double stop_and_start_ms = 0;            // a new process: build, load the file, run (median)
+  TargetCheck ferry_target;                // "ferry": copies only
+  TargetCheck served_target;               // "ferry + direct", as `ferry serve` plans by default
   std::vector<std::string> direct_layers;  // the layers "ferry + direct" reads in place
 };
 
@@ -425,7 +425,8 @@ int run_switch_bench(const SwitchBenchOptions& o) {
   if (!o.trace.empty()) write_file(o.trace, trace);
   if (o.trace_text != nullptr) *o.trace_text = trace;
   bool met = true;
-  for (const ModelResult& r : results) met = met && r.served_target.met_bound && r.served_target.met_half;
+  for (const ModelResult& r : results)
+    met = met && r.served_target.met_bound && r.served_target.met_half;
   return met || o.quick ? 0 : 1;
 }
 
