@@ -72,6 +72,10 @@ void* Backend::host_device_pointer(int /*device*/, void* /*ptr*/, size_t /*nbyte
 void Backend::release_host_device_pointer(int /*device*/, void* /*device_ptr*/) {
   unsupported("release_host_device_pointer");
 }
+void Backend::memcpy_batch_async(int device, std::span<const CopyRange> ranges, CopyKind kind,
+                                 RawStream stream) {
+  for (const CopyRange& r : ranges) memcpy_async(device, r.dst, r.src, r.nbytes, kind, stream);
+}
 MemoryRange Backend::memory_range(int /*device*/, const void* /*ptr*/) {
   unsupported("memory_range");
 }

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,6 +35,13 @@ using RawStream = void*;
 using RawEvent = void*;
 
 enum class CopyKind : uint8_t { HostToDevice, DeviceToHost, DeviceToDevice };
+
+// One range of a batched copy (Backend::memcpy_batch_async).
+struct CopyRange {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t nbytes = 0;
+};
 // "host-to-device", "device-to-host", "device-to-device".
 std::string_view copy_kind_name(CopyKind kind);
 
@@ -117,6 +125,14 @@ class Backend {
   // Device-to-device across devices; works without peer access (the runtime stages it).
   virtual void memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,
                                  size_t nbytes, int stream_device, RawStream stream) = 0;
+  // Many copies of one kind as one stream-ordered operation (CUDA 12.8 and later:
+  // cudaMemcpyBatchAsync, sources read in stream order): one per-copy cost on the link instead
+  // of one per range. The ranges run in no particular order, so no range may write bytes another
+  // reads or writes. memcpy_async's rule for pageable memory applies to the whole batch: it
+  // returns once done when any host range is pageable. Each range is checked as memcpy_async
+  // checks its one. The default issues one memcpy_async per range.
+  virtual void memcpy_batch_async(int device, std::span<const CopyRange> ranges, CopyKind kind,
+                                  RawStream stream);
   // The malloc() block of `device` (or the ipc_import mapping) that holds `ptr`, interior
   // addresses included; raises DeviceError for an address outside every allocation of `device`
   // (past-the-end addresses included). The default raises "not supported".

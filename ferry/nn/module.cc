@@ -221,25 +221,21 @@ void Module::apply(const std::function<void(const std::string&, Module&)>& fn,
        [&](const std::string& prefix, const Module& m) { fn(prefix, const_cast<Module&>(m)); });
 }
 
-std::vector<Module::Entry> Module::entries() const {
-  std::vector<Entry> out;
+std::vector<Tensor> Module::entries() const {
+  std::vector<Tensor> out;
   std::unordered_set<const TensorImpl*> tensors;
   std::unordered_set<const Module*> seen;
-  walk(*this, "", seen, [&](const std::string& prefix, const Module& m) {
+  walk(*this, "", seen, [&](const std::string&, const Module& m) {
     for (const auto& p : m.parameters_) {
       const Tensor& t = p.value();
       if (!t.defined() || !tensors.insert(t.impl()).second) continue;
-      out.push_back({t, false, false, join(prefix, p.key())});
+      out.push_back(t);
       const Tensor& g = t.grad();
-      if (g.defined() && tensors.insert(g.impl()).second) {
-        out.push_back({g, false, true, join(prefix, p.key()) + ".grad"});
-      }
+      if (g.defined() && tensors.insert(g.impl()).second) out.push_back(g);
     }
     for (const auto& b : m.buffers_) {
       const Tensor& t = b.value();
-      if (t.defined() && tensors.insert(t.impl()).second) {
-        out.push_back({t, true, false, join(prefix, b.key())});
-      }
+      if (t.defined() && tensors.insert(t.impl()).second) out.push_back(t);
     }
   });
   return out;
@@ -261,8 +257,7 @@ void Module::move(std::optional<Device> device, std::optional<ScalarType> dtype,
   std::vector<MovePair> moves;
   std::vector<Tensor> moved;                       // the module's tensor of each move
   std::vector<std::pair<Tensor, Tensor>> updates;  // (the module's tensor, its new data): to_empty
-  for (const Entry& e : entries()) {
-    const Tensor& t = e.tensor;
+  for (const Tensor& t : entries()) {
     const bool empty_only = no_copy && no_copy(t);
     const ScalarType to_dtype =
         dtype && (t.is_floating_point() || t.is_complex()) ? *dtype : t.dtype();

@@ -8,9 +8,14 @@
 // copied from there into its destination, so staging the next one overlaps that copy. The staging
 // buffer carries the events of the copies that read it (copy_'s pinned rule) and the scratch buffer
 // is freed on the stream that used it, so both may go as soon as the copies are queued.
-// batched_move's landing batches stage the same way (256-byte aligned slots, a plain memcpy when
-// the source is contiguous with the destination's dtype), copy the staging buffer into one device
-// block with one copy_, and hand each destination a memory::device_view_storage of its range.
+// batched_move reads its plain sources in place: a pageable, contiguous host source going to a
+// device in its own dtype is one range of a single batched copy per device
+// (Backend::memcpy_batch_async, cudaMemcpyBatchAsync on CUDA), which lands each small one in its
+// 256-byte aligned slot of one device block per batch, and each large one in its own allocation.
+// The bytes move once, as in one contiguous copy, and the link pays one per-copy cost. Small
+// sources that need converting are converted into pinned staging slots and cross with one
+// batched copy from there. Each landed destination gets a memory::device_view_storage of its
+// range of the block.
 #include "ferry/nn/transfer.h"
 
 #include <algorithm>
@@ -19,9 +24,11 @@
 #include "ferry/autograd/grad_mode.h"
 #include "ferry/core/error.h"
 #include "ferry/core/memory_format.h"
+#include "ferry/device/backend.h"
 #include "ferry/device/runtime.h"
 #include "ferry/device/stream.h"
 #include "ferry/memory/memory_resource.h"
+#include "ferry/memory/pinned_allocator.h"
 #include "ferry/ops/factories.h"
 
 namespace ferry::nn {
@@ -102,42 +109,91 @@ bool lands_in_place(const MovePair& m, Device device, ScalarType dtype,
          !m.src.is_pinned();
 }
 
-// One batch of landing moves to `device`: staged into 256-byte aligned slots of one pinned
-// buffer, copied into one device block with one copy_, and each destination made over a view
-// storage of its slot's range of the block.
-void run_landing_batch(const std::vector<MovePair*>& batch, Device device,
-                       const TransferOptions& options, TransferReport& report) {
-  std::vector<size_t> offsets;
-  size_t total = 0;
-  for (const MovePair* m : batch) {
-    offsets.push_back(total);
-    total += align_up(static_cast<size_t>(m->src.numel()) * element_size(m->options.dtype()),
-                      kLandAlignment);
-  }
-  const Tensor staging =
-      empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8).pinned_memory(true));
-  const Tensor block = empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8).device(device));
-  auto* base = static_cast<char*>(staging.data_ptr());
-  size_t flushed = 0;  // the staged bytes [0, flushed) are queued for the block
-  const auto flush = [&](size_t end) {
-    const auto from = static_cast<int64_t>(flushed), n = static_cast<int64_t>(end - flushed);
-    block.narrow(0, from, n).copy_(staging.narrow(0, from, n), /*non_blocking=*/true);
-    flushed = end;
-    ++report.landing_copies;
+// Whether a source's bytes are its destination's: its own dtype, nothing lazy to apply.
+bool reads_in_place(const Tensor& src, ScalarType dtype) {
+  return dtype == src.dtype() && !src.is_conj() && !src.is_neg();
+}
+
+// Whether a move that does not land is still one range of its device's batched copy: a large
+// pageable host source going to a device, contiguous and in its own dtype.
+bool batches_in_place(const MovePair& m, Device device, ScalarType dtype,
+                      const TransferOptions& options) {
+  return options.land_in_place && m.src.is_cpu() && !device.is_cpu() && m.src.numel() > 0 &&
+         m.src.is_contiguous() && !m.options.pinned_memory() && !m.src.is_pinned() &&
+         reads_in_place(m.src, dtype);
+}
+
+// The host-to-device copies of one device that read their pageable sources in place.
+using DeviceRanges = std::vector<std::pair<Device, std::vector<CopyRange>>>;
+
+std::vector<CopyRange>& ranges_of(DeviceRanges& all, Device device) {
+  auto it = std::find_if(all.begin(), all.end(), [&](const auto& g) { return g.first == device; });
+  if (it == all.end()) it = all.insert(all.end(), {device, {}});
+  return it->second;
+}
+
+// One batched host-to-device copy on `device`'s current stream.
+void copy_batch(Device device, const std::vector<CopyRange>& ranges) {
+  get_backend(device.type())
+      .memcpy_batch_async(device.index(), ranges, CopyKind::HostToDevice,
+                          current_stream(device).raw());
+}
+
+// One batch of landing moves to `device`: one device block, a 256-byte aligned slot per move, and
+// each destination made over a view storage of its slot. With `in_place`, sources in their own
+// dtype become ranges of the device's batched copy (`direct`, issued later); the others (all of
+// them for a non-blocking move, which must not wait for the stream as a pageable copy does) are
+// written into pinned staging slots, which cross now with one batched copy that only enqueues.
+void run_landing_batch(const std::vector<MovePair*>& batch, Device device, bool in_place,
+                       std::vector<CopyRange>& direct, TransferReport& report) {
+  const auto staged_here = [&](const MovePair& m) {
+    return !in_place || !reads_in_place(m.src, m.options.dtype());
   };
+  std::vector<size_t> offsets, staged_offsets(batch.size(), 0);
+  size_t total = 0, staged_total = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const MovePair* m = batch[i];
+    const size_t bytes = static_cast<size_t>(m->src.numel()) * element_size(m->options.dtype());
+    offsets.push_back(total);
+    total += align_up(bytes, kLandAlignment);
+    if (staged_here(*m)) {
+      staged_offsets[i] = staged_total;
+      staged_total += align_up(bytes);
+    }
+  }
+  const Tensor block = empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8).device(device));
+  auto* block_base = static_cast<char*>(block.data_ptr());
+  Tensor staging;
+  std::vector<CopyRange> staged;
+  if (staged_total > 0) {
+    staging =
+        empty({static_cast<int64_t>(staged_total)}, TensorOptions(kUInt8).pinned_memory(true));
+  }
   for (size_t i = 0; i < batch.size(); ++i) {
     const Tensor& src = batch[i]->src;
     const ScalarType dtype = batch[i]->options.dtype();
-    if (dtype == src.dtype() && !src.is_conj() && !src.is_neg()) {
-      // Contiguous and the same dtype: the bytes as they are (the copy engine's dispatch costs
-      // more than the copy for most of these).
-      std::memcpy(base + offsets[i], src.data_ptr(), src.nbytes());
+    const size_t nbytes = static_cast<size_t>(src.numel()) * element_size(dtype);
+    if (!staged_here(*batch[i])) {
+      direct.push_back({block_base + offsets[i], src.data_ptr(), nbytes});
     } else {
-      slot(staging, dtype, src.sizes(), offsets[i]).copy_(src);
+      if (reads_in_place(src, dtype)) {
+        // Contiguous, its own dtype: the bytes as they are (the copy engine's dispatch costs
+        // more than the copy for most of these).
+        std::memcpy(static_cast<char*>(staging.data_ptr()) + staged_offsets[i], src.data_ptr(),
+                    nbytes);
+      } else {
+        slot(staging, dtype, src.sizes(), staged_offsets[i]).copy_(src);
+      }
+      staged.push_back({block_base + offsets[i],
+                        static_cast<const char*>(staging.data_ptr()) + staged_offsets[i], nbytes});
     }
-    // Queue each chunk as soon as it is staged, so staging the next overlaps its copy.
-    const size_t end = i + 1 < batch.size() ? offsets[i + 1] : total;
-    if (end - flushed >= options.landing_chunk_bytes || i + 1 == batch.size()) flush(end);
+  }
+  if (!staged.empty()) {
+    copy_batch(device, staged);
+    // The staging block is reused only once the copy has read it (copy_'s pinned rule).
+    memory::pinned_record_event(staging.storage(), current_stream(device));
+    ++report.landing_copies;
+    report.staged_tensors += static_cast<int64_t>(staged.size());
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     MovePair& m = *batch[i];
@@ -148,7 +204,6 @@ void run_landing_batch(const std::vector<MovePair*>& batch, Device device,
   }
   report.landed_tensors += static_cast<int64_t>(batch.size());
   report.packed_tensors += static_cast<int64_t>(batch.size());
-  report.staged_tensors += static_cast<int64_t>(batch.size());
   report.packed_bytes += static_cast<int64_t>(total);
   ++report.landed_blocks;
   ++report.batches;
@@ -226,38 +281,52 @@ TransferReport batched_move(std::vector<MovePair>& moves, bool non_blocking,
   TransferReport report;
   std::vector<Stream> host_streams;
   std::vector<std::pair<Device, std::vector<MovePair*>>> groups;  // landing moves per device
-  std::vector<CopyPair> pairs;                                    // every other move
+  DeviceRanges direct;          // sources read in place by each device's batched copy
+  std::vector<CopyPair> pairs;  // every other move
   for (MovePair& m : moves) {
     FERRY_CHECK(m.src.defined(), "batched_move: expected a defined source tensor");
     const Device device = m.options.device_opt().value_or(m.src.device());
     const ScalarType dtype = m.options.dtype_opt().value_or(m.src.dtype());
     m.options = m.options.dtype(dtype).device(device);
-    if (!lands_in_place(m, device, dtype, options)) {
-      m.dst = empty_like(m.src, m.options);
-      pairs.push_back({m.dst, m.src});
+    if (lands_in_place(m, device, dtype, options)) {
+      auto it = std::find_if(groups.begin(), groups.end(),
+                             [&](const auto& g) { return g.first == device; });
+      if (it == groups.end()) it = groups.insert(groups.end(), {device, {}});
+      it->second.push_back(&m);
       continue;
     }
-    auto it = std::find_if(groups.begin(), groups.end(),
-                           [&](const auto& g) { return g.first == device; });
-    if (it == groups.end()) it = groups.insert(groups.end(), {device, {}});
-    it->second.push_back(&m);
+    m.dst = empty_like(m.src, m.options);
+    if (!non_blocking && batches_in_place(m, device, dtype, options)) {
+      add_stream(host_streams, current_stream(device));
+      ranges_of(direct, device).push_back({m.dst.data_ptr(), m.src.data_ptr(), m.src.nbytes()});
+      continue;
+    }
+    pairs.push_back({m.dst, m.src});
   }
   for (const auto& [device, list] : groups) {
     add_stream(host_streams, current_stream(device));
+    std::vector<CopyRange>& ranges = ranges_of(direct, device);
     std::vector<MovePair*> batch;
     size_t total = 0;
     for (MovePair* m : list) {
       const size_t bytes = align_up(
           static_cast<size_t>(m->src.numel()) * element_size(m->options.dtype()), kLandAlignment);
       if (!batch.empty() && total + bytes > options.max_batch_bytes) {
-        run_landing_batch(batch, device, options, report);
+        run_landing_batch(batch, device, !non_blocking, ranges, report);
         batch.clear();
         total = 0;
       }
       batch.push_back(m);
       total += bytes;
     }
-    if (!batch.empty()) run_landing_batch(batch, device, options, report);
+    if (!batch.empty()) run_landing_batch(batch, device, !non_blocking, ranges, report);
+  }
+  // Pageable sources: each batched copy returns once it is done (as a pageable copy_ does).
+  for (const auto& [device, ranges] : direct) {
+    if (ranges.empty()) continue;
+    copy_batch(device, ranges);
+    ++report.batched_copies;
+    report.batched_ranges += static_cast<int64_t>(ranges.size());
   }
   queue_copies(pairs, options, host_streams, report);
   finish(non_blocking, host_streams, report);

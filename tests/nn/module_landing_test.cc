@@ -54,6 +54,9 @@ TEST_F(ModuleLandingTest, SmallTensorsLandInOneBlockWithTheirValues) {
   const nn::TransferReport r = nn::batched_move(moves, /*non_blocking=*/false);
   EXPECT_EQ(r.landed_tensors, 300);
   EXPECT_EQ(r.landed_blocks, 1);
+  EXPECT_EQ(r.batched_copies, 1) << "one batched copy reads every plain pageable source";
+  EXPECT_EQ(r.batched_ranges, 300 + 3) << "the small ones and the three large contiguous ones";
+  EXPECT_EQ(r.landing_copies, 0) << "nothing to convert, so nothing staged";
   EXPECT_EQ(r.synchronizations, 1);
   EXPECT_EQ(memory::stats(kSim0).allocation.current - before, 1 + 3 + 1 + 1)
       << "one block for the 300 small ones; the large, non-contiguous and pinned ones alone";
@@ -75,6 +78,36 @@ TEST_F(ModuleLandingTest, SmallTensorsLandInOneBlockWithTheirValues) {
             memory::storage_memory_resource(b.storage()));
   EXPECT_NE(memory::storage_memory_resource(a.storage()), nullptr);
   EXPECT_EQ(memory::storage_allocation_stream(a.storage()), current_stream(kSim0));
+}
+
+// Small sources converted on the way (float64 to float32) are converted
+// into pinned staging and cross with one batched copy into the same block as the plain ones.
+TEST_F(ModuleLandingTest, ConvertedSmallTensorsLandThroughStaging) {
+  SCOPED_TRACE(seed_trace());
+  Generator gen(test_seed());
+  std::mt19937_64 rng = test_rng();
+  std::vector<Tensor> srcs = sources(40, gen, rng);
+  srcs.resize(40);  // the small ones only
+  std::vector<nn::MovePair> moves;
+  for (size_t i = 0; i < srcs.size(); ++i) {
+    if (i % 3 == 0 && srcs[i].is_floating_point()) {
+      srcs[i] = srcs[i].to(kDouble);
+      moves.push_back({srcs[i], TensorOptions(kFloat).device(kSim0), {}});
+    } else {
+      moves.push_back({srcs[i], TensorOptions(srcs[i].dtype()).device(kSim0), {}});
+    }
+  }
+  const nn::TransferReport r = nn::batched_move(moves, /*non_blocking=*/false);
+  EXPECT_EQ(r.landed_tensors, 40);
+  EXPECT_EQ(r.landed_blocks, 1);
+  EXPECT_EQ(r.landing_copies, 1) << "the converted ones cross in one batched copy from staging";
+  EXPECT_GT(r.staged_tensors, 0);
+  EXPECT_EQ(r.batched_ranges + r.staged_tensors, 40);
+  for (size_t i = 0; i < moves.size(); ++i) {
+    const Tensor& d = moves[i].dst;
+    EXPECT_EQ(d.dtype(), moves[i].options.dtype()) << i;
+    EXPECT_ALL_CLOSE(d.cpu(), srcs[i].to(d.dtype()), 0, 0) << i;
+  }
 }
 
 TEST_F(ModuleLandingTest, LandedTensorsAreIndependentAndKeepTheBlockAlive) {

@@ -12,7 +12,9 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "ferry/core/error.h"
 #include "ferry/device/backend.h"
@@ -243,6 +245,46 @@ class CudaBackend final : public Backend {
     check(cudaMemcpyAsync(dst, src, nbytes, to_cuda(kind), as_stream(stream)), device,
           "cudaMemcpyAsync(" + std::to_string(nbytes) + " bytes, " +
               std::string(copy_kind_name(kind)) + ")");
+  }
+  // One cudaMemcpyBatchAsync (CUDA 12.8 and later), sources read in stream order; the legacy
+  // default stream, which the batch call does not take, and older toolkits get one
+  // cudaMemcpyAsync per range.
+  void memcpy_batch_async(int device, std::span<const CopyRange> ranges, CopyKind kind,
+                          RawStream stream) override {
+#if CUDART_VERSION >= 12080
+    const cudaStream_t s = as_stream(stream);
+    if (ranges.size() > 1 && s != nullptr && s != cudaStreamLegacy) {
+      check_device(device);
+      ScopedDevice guard(device);
+      std::vector<void*> dsts;
+      std::vector<const void*> srcs;
+      std::vector<size_t> sizes;
+      for (const CopyRange& r : ranges) {
+        if (r.nbytes == 0) continue;
+        dsts.push_back(r.dst);
+        srcs.push_back(r.src);
+        sizes.push_back(r.nbytes);
+      }
+      if (dsts.empty()) return;
+      cudaMemcpyAttributes attributes{};
+      attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      size_t first_index = 0;
+      const std::string call = "cudaMemcpyBatchAsync(" + std::to_string(dsts.size()) + " copies, " +
+                               std::string(copy_kind_name(kind)) + ")";
+#if CUDART_VERSION >= 13000
+      check(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attributes,
+                                 &first_index, 1, s),
+            device, call);
+#else
+      size_t failed_index = 0;
+      check(cudaMemcpyBatchAsync(dsts.data(), const_cast<void**>(srcs.data()), sizes.data(),
+                                 dsts.size(), &attributes, &first_index, 1, &failed_index, s),
+            device, call);
+#endif
+      return;
+    }
+#endif
+    Backend::memcpy_batch_async(device, ranges, kind, stream);
   }
   void memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device, size_t nbytes,
                          int stream_device, RawStream stream) override {

@@ -236,23 +236,21 @@ void SimBackend::memset_async(int device, void* dst, int value, size_t nbytes, R
   s.enqueue(std::move(op), "memset_async");
 }
 
-void SimBackend::memcpy_async(int device, void* dst, const void* src, size_t nbytes, CopyKind kind,
-                              RawStream stream) {
-  SimStream& s = stream_of(device, stream, "memcpy_async");
-  if (nbytes == 0) return;
-  const Resolved d = memory_.resolve(dst, nbytes, device, "memcpy_async", "destination");
-  const Resolved r = memory_.resolve(src, nbytes, device, "memcpy_async", "source");
+SimOp SimBackend::copy_op(int device, void* dst, const void* src, size_t nbytes, CopyKind kind,
+                          const char* call, Link& link, bool& pinned) {
+  const Resolved d = memory_.resolve(dst, nbytes, device, call, "destination");
+  const Resolved r = memory_.resolve(src, nbytes, device, call, "source");
   SimOp op;
   op.kind = SimOp::Kind::kCopy;
   op.dst = d.device >= 0 ? d.host : dst;
   op.src = r.device >= 0 ? r.host : src;
   op.nbytes = nbytes;
-  bool pinned = true;
-  Link link = Link::DeviceToDevice;
+  pinned = true;
+  link = Link::DeviceToDevice;
   switch (kind) {
     case CopyKind::HostToDevice:
-      FERRY_CHECK_AS(DeviceError, d.device == device && r.device < 0, "sim:", device,
-                     ": memcpy_async(host-to-device): expected a destination on sim:", device,
+      FERRY_CHECK_AS(DeviceError, d.device == device && r.device < 0, "sim:", device, ": ", call,
+                     "(host-to-device): expected a destination on sim:", device,
                      " (the stream's device) and a host source, but got destination ",
                      describe(dst, d.device), " and source ", describe(src, r.device));
       op.device_sides = kDstIsDevice;
@@ -260,8 +258,8 @@ void SimBackend::memcpy_async(int device, void* dst, const void* src, size_t nby
       pinned = ferry::is_pinned(src, nbytes);  // by any runtime: CUDA's blocks count too
       break;
     case CopyKind::DeviceToHost:
-      FERRY_CHECK_AS(DeviceError, r.device == device && d.device < 0, "sim:", device,
-                     ": memcpy_async(device-to-host): expected a source on sim:", device,
+      FERRY_CHECK_AS(DeviceError, r.device == device && d.device < 0, "sim:", device, ": ", call,
+                     "(device-to-host): expected a source on sim:", device,
                      " (the stream's device) and a host destination, but got source ",
                      describe(src, r.device), " and destination ", describe(dst, d.device));
       op.device_sides = kSrcIsDevice;
@@ -272,8 +270,8 @@ void SimBackend::memcpy_async(int device, void* dst, const void* src, size_t nby
       FERRY_CHECK_AS(DeviceError,
                      d.device >= 0 && r.device >= 0 && peer_enabled(device, d.device) &&
                          peer_enabled(device, r.device),
-                     "sim:", device,
-                     ": memcpy_async(device-to-device): expected both sides on sim:", device,
+                     "sim:", device, ": ", call,
+                     "(device-to-device): expected both sides on sim:", device,
                      " or on peers with access enabled (or use memcpy_peer_async), but got "
                      "destination ",
                      describe(dst, d.device), " and source ", describe(src, r.device));
@@ -285,19 +283,64 @@ void SimBackend::memcpy_async(int device, void* dst, const void* src, size_t nby
       break;
   }
   op.cost = cost(link, nbytes);
+  return op;
+}
+
+void SimBackend::enqueue_copy(SimStream& s, SimOp&& op, bool pinned, int device, CopyKind kind,
+                              const void* host, const char* call) {
   if (pinned) {
-    s.enqueue(std::move(op), "memcpy_async");
+    s.enqueue(std::move(op), call);
     return;
   }
   // Pageable host memory, as with cudaMemcpyAsync: the call returns once the copy is done. The
   // copy still takes its turn in the queue (after the work queued before it, before the work
   // other threads queue after it, with chaos delays) on the worker; this thread only waits.
-  FERRY_CHECK_AS(DeviceError, !SimStream::on_worker_thread(), "sim:", device, ": memcpy_async(",
+  FERRY_CHECK_AS(DeviceError, !SimStream::on_worker_thread(), "sim:", device, ": ", call, "(",
                  copy_kind_name(kind),
                  "): expected pinned host memory when called from a host function running on a "
                  "sim stream (a pageable copy waits for the stream), but got ",
-                 describe(kind == CopyKind::HostToDevice ? src : dst, -1));
-  s.wait(s.enqueue(std::move(op), "memcpy_async"));
+                 describe(host, -1));
+  s.wait(s.enqueue(std::move(op), call));
+}
+
+void SimBackend::memcpy_async(int device, void* dst, const void* src, size_t nbytes, CopyKind kind,
+                              RawStream stream) {
+  SimStream& s = stream_of(device, stream, "memcpy_async");
+  if (nbytes == 0) return;
+  Link link{};
+  bool pinned = true;
+  SimOp op = copy_op(device, dst, src, nbytes, kind, "memcpy_async", link, pinned);
+  enqueue_copy(s, std::move(op), pinned, device, kind, kind == CopyKind::HostToDevice ? src : dst,
+               "memcpy_async");
+}
+
+void SimBackend::memcpy_batch_async(int device, std::span<const CopyRange> ranges, CopyKind kind,
+                                    RawStream stream) {
+  SimStream& s = stream_of(device, stream, "memcpy_batch_async");
+  SimOp batch;
+  batch.kind = SimOp::Kind::kCopy;
+  bool all_pinned = true;
+  const void* pageable = nullptr;
+  std::chrono::nanoseconds latency{0};
+  for (const CopyRange& r : ranges) {
+    if (r.nbytes == 0) continue;
+    Link link{};
+    bool pinned = true;
+    SimOp op = copy_op(device, r.dst, r.src, r.nbytes, kind, "memcpy_batch_async", link, pinned);
+    if (!pinned && pageable == nullptr) pageable = kind == CopyKind::HostToDevice ? r.src : r.dst;
+    all_pinned = all_pinned && pinned;
+    // One operation on the link: its cost per copy once (the largest of the links used), and
+    // each range's bytes at its link's bandwidth.
+    const auto fixed = cost(link, 0);
+    latency = std::max(latency, fixed);
+    batch.cost += op.cost - fixed;
+    batch.device_sides |= op.device_sides;
+    batch.nbytes += r.nbytes;
+    batch.batch.push_back({op.dst, op.src, op.nbytes});
+  }
+  if (batch.batch.empty()) return;
+  batch.cost += latency;
+  enqueue_copy(s, std::move(batch), all_pinned, device, kind, pageable, "memcpy_batch_async");
 }
 
 void SimBackend::memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device,

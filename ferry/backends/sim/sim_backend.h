@@ -11,6 +11,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,8 @@ class SimBackend final : public Backend {
                     RawStream stream) override;
   void memcpy_peer_async(void* dst, int dst_device, const void* src, int src_device, size_t nbytes,
                          int stream_device, RawStream stream) override;
+  void memcpy_batch_async(int device, std::span<const CopyRange> ranges, CopyKind kind,
+                          RawStream stream) override;
   MemoryRange memory_range(int device, const void* ptr) override;
 
   RawStream default_stream(int device) override;
@@ -110,6 +113,13 @@ class SimBackend final : public Backend {
   void drain_all_streams() const;
   void apply(const SimConfig& config);  // caller holds config_mutex_
   std::chrono::nanoseconds cost(Link link, size_t nbytes) const;
+  // memcpy_async's checks and operation for one range: sets the link it crosses and whether its
+  // host side (if any) is pinned.
+  SimOp copy_op(int device, void* dst, const void* src, size_t nbytes, CopyKind kind,
+                const char* call, Link& link, bool& pinned);
+  // Enqueues a copy; with pageable host memory (`host` names it in errors), waits for it.
+  void enqueue_copy(SimStream& s, SimOp&& op, bool pinned, int device, CopyKind kind,
+                    const void* host, const char* call);
 
   mutable std::mutex config_mutex_;
   SimConfig config_;

@@ -164,7 +164,11 @@ void SimStream::execute(SimOp& op) {
     case SimOp::Kind::kCopy:
     case SimOp::Kind::kFill: {
       const auto start = Clock::now();
-      if (op.kind == SimOp::Kind::kCopy) {
+      if (op.kind == SimOp::Kind::kCopy && !op.batch.empty()) {
+        for (const SimCopyRange& r : op.batch) {
+          sim_memcpy(r.dst, r.src, r.nbytes, op.device_sides, hide);
+        }
+      } else if (op.kind == SimOp::Kind::kCopy) {
         sim_memcpy(op.dst, op.src, op.nbytes, op.device_sides, hide);
       } else {
         sim_memset(op.dst, op.value, op.nbytes, hide);

@@ -19,6 +19,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ferry/backends/sim/sim_shared_event.h"
 
@@ -48,6 +49,13 @@ struct SimEvent {
   std::shared_ptr<SharedEventState> shared;
 };
 
+// One range of a batched copy (memcpy_batch_async), host addresses of both sides.
+struct SimCopyRange {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t nbytes = 0;
+};
+
 struct SimOp {
   // kSignal publishes an interprocess event's generation; kWaitShared waits for one.
   enum class Kind : uint8_t { kCopy, kFill, kMark, kWait, kHost, kSignal, kWaitShared };
@@ -57,7 +65,8 @@ struct SimOp {
   uint64_t seq = 0;
   void* dst = nullptr;
   const void* src = nullptr;
-  size_t nbytes = 0;
+  size_t nbytes = 0;                    // a batch: the total of its ranges
+  std::vector<SimCopyRange> batch;      // kCopy of a batch: these ranges instead of dst/src
   std::chrono::nanoseconds cost{0};     // simulated transfer time (latency + bytes/bandwidth)
   std::shared_ptr<SimStream> wait_for;  // kWait: the stream and position to wait for
   uint64_t wait_seq = 0;
