@@ -25,9 +25,10 @@ FERRY_REGISTER_COMMAND(
       sub.add_option("--models", options->models,
                      "Architectures (resnet18/34/50/101/152, bert-base, bert-tiny)")
           ->capture_default_str();
-      sub.add_option("--compute", options->compute,
-                     "Modelled FLOP/s of the device (FERRY_SIM_COMPUTE's format, timing-only); 0: real "
-                     "compute (the CPU kernels' own time, outputs computed)")
+      sub.add_option(
+             "--compute", options->compute,
+             "Modelled FLOP/s of the device (FERRY_SIM_COMPUTE's format, timing-only); 0: real "
+             "compute (the CPU kernels' own time, outputs computed)")
           ->capture_default_str();
       sub.add_option("--bandwidth", options->bandwidth, "Host-to-device link bandwidth")
           ->capture_default_str();
