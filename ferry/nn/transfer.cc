@@ -99,14 +99,30 @@ void run_batch(const std::vector<const CopyPair*>& batch, Device device,
   report.staged_tensors += static_cast<int64_t>(order.size());
 }
 
-// Whether a move's source may land in place: a small, contiguous, non-empty pageable host tensor
-// going to a device.
+// What is collected per destination device, in the order the devices first appear.
+template <typename T>
+using PerDevice = std::vector<std::pair<Device, T>>;
+
+// `all`'s entry for `device`, added empty when it has none yet.
+template <typename T>
+T& group_of(PerDevice<T>& all, Device device) {
+  auto it = std::find_if(all.begin(), all.end(), [&](const auto& g) { return g.first == device; });
+  if (it == all.end()) it = all.insert(all.end(), {device, T{}});
+  return it->second;
+}
+
+// Whether land_in_place applies to a move: a contiguous, non-empty pageable host source going to
+// a device (into device memory, not pinned host memory).
+bool pageable_upload(const MovePair& m, Device device, const TransferOptions& options) {
+  return options.land_in_place && m.src.is_cpu() && !device.is_cpu() && m.src.numel() > 0 &&
+         m.src.is_contiguous() && !m.options.pinned_memory() && !m.src.is_pinned();
+}
+
+// Whether a move's source may land in place: a small pageable upload.
 bool lands_in_place(const MovePair& m, Device device, ScalarType dtype,
                     const TransferOptions& options) {
-  return options.land_in_place && m.src.is_cpu() && !device.is_cpu() && m.src.numel() > 0 &&
-         m.src.is_contiguous() && !m.options.pinned_memory() &&
-         static_cast<size_t>(m.src.numel()) * element_size(dtype) <= options.small_tensor_bytes &&
-         !m.src.is_pinned();
+  return pageable_upload(m, device, options) &&
+         static_cast<size_t>(m.src.numel()) * element_size(dtype) <= options.small_tensor_bytes;
 }
 
 // Whether a source's bytes are its destination's: its own dtype, nothing lazy to apply.
@@ -115,21 +131,10 @@ bool reads_in_place(const Tensor& src, ScalarType dtype) {
 }
 
 // Whether a move that does not land is still one range of its device's batched copy: a large
-// pageable host source going to a device, contiguous and in its own dtype.
+// pageable upload in its own dtype.
 bool batches_in_place(const MovePair& m, Device device, ScalarType dtype,
                       const TransferOptions& options) {
-  return options.land_in_place && m.src.is_cpu() && !device.is_cpu() && m.src.numel() > 0 &&
-         m.src.is_contiguous() && !m.options.pinned_memory() && !m.src.is_pinned() &&
-         reads_in_place(m.src, dtype);
-}
-
-// The host-to-device copies of one device that read their pageable sources in place.
-using DeviceRanges = std::vector<std::pair<Device, std::vector<CopyRange>>>;
-
-std::vector<CopyRange>& ranges_of(DeviceRanges& all, Device device) {
-  auto it = std::find_if(all.begin(), all.end(), [&](const auto& g) { return g.first == device; });
-  if (it == all.end()) it = all.insert(all.end(), {device, {}});
-  return it->second;
+  return pageable_upload(m, device, options) && reads_in_place(m.src, dtype);
 }
 
 // One batched host-to-device copy on `device`'s current stream.
@@ -213,7 +218,7 @@ void run_landing_batch(const std::vector<MovePair*>& batch, Device device, bool 
 // host<->device copies to `host_streams`.
 void queue_copies(const std::vector<CopyPair>& pairs, const TransferOptions& options,
                   std::vector<Stream>& host_streams, TransferReport& report) {
-  std::vector<std::pair<Device, std::vector<const CopyPair*>>> groups;
+  PerDevice<std::vector<const CopyPair*>> groups;
   for (const CopyPair& p : pairs) {
     FERRY_CHECK(p.dst.defined() && p.src.defined(),
                 "batched_copy: expected defined tensors, but got an undefined ",
@@ -232,10 +237,7 @@ void queue_copies(const std::vector<CopyPair>& pairs, const TransferOptions& opt
       ++report.direct_copies;
       continue;
     }
-    auto it = std::find_if(groups.begin(), groups.end(),
-                           [&](const auto& g) { return g.first == p.dst.device(); });
-    if (it == groups.end()) it = groups.insert(groups.end(), {p.dst.device(), {}});
-    it->second.push_back(&p);
+    group_of(groups, p.dst.device()).push_back(&p);
   }
   for (const auto& [device, list] : groups) {
     std::vector<const CopyPair*> batch;
@@ -280,32 +282,29 @@ TransferReport batched_move(std::vector<MovePair>& moves, bool non_blocking,
   autograd::NoGradGuard no_grad;
   TransferReport report;
   std::vector<Stream> host_streams;
-  std::vector<std::pair<Device, std::vector<MovePair*>>> groups;  // landing moves per device
-  DeviceRanges direct;          // sources read in place by each device's batched copy
-  std::vector<CopyPair> pairs;  // every other move
+  PerDevice<std::vector<MovePair*>> groups;  // landing moves per device
+  PerDevice<std::vector<CopyRange>> direct;  // sources read in place by each device's batched copy
+  std::vector<CopyPair> pairs;               // every other move
   for (MovePair& m : moves) {
     FERRY_CHECK(m.src.defined(), "batched_move: expected a defined source tensor");
     const Device device = m.options.device_opt().value_or(m.src.device());
     const ScalarType dtype = m.options.dtype_opt().value_or(m.src.dtype());
     m.options = m.options.dtype(dtype).device(device);
     if (lands_in_place(m, device, dtype, options)) {
-      auto it = std::find_if(groups.begin(), groups.end(),
-                             [&](const auto& g) { return g.first == device; });
-      if (it == groups.end()) it = groups.insert(groups.end(), {device, {}});
-      it->second.push_back(&m);
+      group_of(groups, device).push_back(&m);
       continue;
     }
     m.dst = empty_like(m.src, m.options);
     if (!non_blocking && batches_in_place(m, device, dtype, options)) {
       add_stream(host_streams, current_stream(device));
-      ranges_of(direct, device).push_back({m.dst.data_ptr(), m.src.data_ptr(), m.src.nbytes()});
+      group_of(direct, device).push_back({m.dst.data_ptr(), m.src.data_ptr(), m.src.nbytes()});
       continue;
     }
     pairs.push_back({m.dst, m.src});
   }
   for (const auto& [device, list] : groups) {
     add_stream(host_streams, current_stream(device));
-    std::vector<CopyRange>& ranges = ranges_of(direct, device);
+    std::vector<CopyRange>& ranges = group_of(direct, device);
     std::vector<MovePair*> batch;
     size_t total = 0;
     for (MovePair* m : list) {

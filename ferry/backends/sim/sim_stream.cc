@@ -165,7 +165,7 @@ void SimStream::execute(SimOp& op) {
     case SimOp::Kind::kFill: {
       const auto start = Clock::now();
       if (op.kind == SimOp::Kind::kCopy && !op.batch.empty()) {
-        for (const SimCopyRange& r : op.batch) {
+        for (const CopyRange& r : op.batch) {
           sim_memcpy(r.dst, r.src, r.nbytes, op.device_sides, hide);
         }
       } else if (op.kind == SimOp::Kind::kCopy) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "ferry/backends/sim/sim_shared_event.h"
+#include "ferry/device/backend.h"
 
 namespace ferry::sim::detail {
 
@@ -49,13 +50,6 @@ struct SimEvent {
   std::shared_ptr<SharedEventState> shared;
 };
 
-// One range of a batched copy (memcpy_batch_async), host addresses of both sides.
-struct SimCopyRange {
-  void* dst = nullptr;
-  const void* src = nullptr;
-  size_t nbytes = 0;
-};
-
 struct SimOp {
   // kSignal publishes an interprocess event's generation; kWaitShared waits for one.
   enum class Kind : uint8_t { kCopy, kFill, kMark, kWait, kHost, kSignal, kWaitShared };
@@ -66,7 +60,8 @@ struct SimOp {
   void* dst = nullptr;
   const void* src = nullptr;
   size_t nbytes = 0;                    // a batch: the total of its ranges
-  std::vector<SimCopyRange> batch;      // kCopy of a batch: these ranges instead of dst/src
+  std::vector<CopyRange> batch;         // kCopy of a batch (memcpy_batch_async): these ranges, host
+                                        // addresses of both sides, instead of dst/src
   std::chrono::nanoseconds cost{0};     // simulated transfer time (latency + bytes/bandwidth)
   std::shared_ptr<SimStream> wait_for;  // kWait: the stream and position to wait for
   uint64_t wait_seq = 0;
