@@ -57,6 +57,23 @@ int thread_count() {
   return n;
 }
 
+// A joined thread can stay listed in /proc/self/task for a moment after pthread_join returns
+// (the kernel wakes the joiner before it reaps the task), so a count taken right after a run
+// may include threads that are already gone. Poll until the count holds still for 30 ms,
+// giving up after a second.
+int settled_thread_count() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  int last = thread_count();
+  int steady_reads = 0;
+  while (steady_reads < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const int now = thread_count();
+    steady_reads = now == last ? steady_reads + 1 : 0;
+    last = now;
+  }
+  return last;
+}
+
 nn::Sequential make_mlp(uint64_t seed, double dropout = 0.0) {
   nn::models::MLPOptions options;
   options.seed = seed;
@@ -407,11 +424,11 @@ TEST_F(GPipeTest, AFailingPartitionIsNamedAndNoThreadIsLeft) {
     });  // last chunk: 1 row
   };
   fail();  // anything a failing run starts once and keeps (not a leak) is started now
-  const int threads = thread_count();
+  const int threads = settled_thread_count();
   const std::string message = fail();
   EXPECT_THAT(message, HasSubstr("GPipe: partition 1 (on sim:1) failed on micro-batch 3"));
   EXPECT_THAT(message, HasSubstr("expected more than 1 row, but got 1"));
-  EXPECT_EQ(thread_count(), threads);
+  EXPECT_EQ(settled_thread_count(), threads);
   // The pipeline still works afterwards.
   EXPECT_EQ(pipe.forward(randn({8, 6}, kFloat32, &gen).to(kPipeSim0)).size(0), 8);
 }
