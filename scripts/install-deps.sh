@@ -16,7 +16,7 @@ set -euo pipefail
 # `ferry serve`'s models.toml (ferry/switch). ninja-build: scripts/build.sh prefers Ninja.
 packages=(cmake g++ make ninja-build libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev
           libcli11-dev libdnnl-dev ocl-icd-opencl-dev clang-format libdlpack-dev nlohmann-json3-dev
-          libtomlplusplus-dev
+          libtomlplusplus-dev libucx-dev ucx-utils libssl-dev
           python3 python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest
           python3-matplotlib python3-venv)
 if [[ "${1:-}" == "--torch" ]]; then

@@ -1,0 +1,120 @@
+// ferry::transport::Endpoint: tensors between processes and hosts over UCX (docs/transport.md).
+// One UCX worker per Endpoint; peers connect to a listener (host:port, loopback by default) and
+// authenticate with a shared secret before any tensor is accepted. send/recv return futures;
+// tensor metadata (dtype, sizes, strides) travels with the payload.
+// Guarantees:
+// - every wait (connect, accept, Future::wait) is bounded by EndpointOptions::timeout;
+// - a peer that disappears fails its pending operations with a TransportError naming it;
+// - a received header is validated (dtype, sizes, strides, size limit) before anything is
+//   allocated for it;
+// - a send of a device tensor reads it after the work queued on its device's current stream
+//   (an event, never a device synchronize); a receive into a device tensor is written on the
+//   current stream of that device at the time of the recv call, so work queued there later sees
+//   it; the buffers involved stay alive until UCX is done with them.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "ferry/core/tensor.h"
+#include "ferry/core/tensor_options.h"
+#include "ferry/transport/wire.h"
+
+namespace ferry::transport {
+
+using PeerId = uint32_t;
+
+struct EndpointOptions {
+  // How this endpoint introduces itself to peers (their errors name it); default host:pid.
+  std::string name;
+  // The shared secret peers prove they know; default $FERRY_TRANSPORT_SECRET. Required.
+  std::string secret;
+  // The bound on every wait: connecting, accepting, and each Future::wait.
+  std::chrono::milliseconds timeout{60000};
+  // A header announcing a larger payload is refused before anything is allocated.
+  uint64_t max_message_bytes = uint64_t{1} << 40;
+  // Payloads up to this many bytes travel inside the header message (one message, one copy);
+  // larger ones follow as a second message received straight into the tensor.
+  size_t inline_bytes = 8192;
+};
+
+namespace detail {
+class EndpointState;
+struct Operation;
+// Drives the endpoint until `op` is done or `timeout` passes; raises TransportError on failure or
+// timeout (a timed-out operation is cancelled first).
+void wait_operation(EndpointState& state, Operation& op, std::chrono::milliseconds timeout);
+bool poll_operation(EndpointState& state, Operation& op);
+Tensor operation_value(Operation& op);
+std::chrono::milliseconds default_timeout(const EndpointState& state);
+}  // namespace detail
+
+// The result of a send (T = void) or a receive (T = Tensor). Waiting drives the endpoint's
+// progress on the calling thread (no hand-off to another thread on the fast path).
+template <typename T>
+class Future {
+ public:
+  Future() = default;
+  // True once the operation finished (successfully or not); makes progress, never blocks.
+  bool ready() const { return detail::poll_operation(*state_, *op_); }
+  // Waits up to the endpoint's timeout; raises TransportError if the operation failed or did not
+  // finish in time.
+  void wait() const { wait(detail::default_timeout(*state_)); }
+  void wait(std::chrono::milliseconds timeout) const {
+    detail::wait_operation(*state_, *op_, timeout);
+  }
+  // wait(), then the received tensor (T = Tensor).
+  T get() const {
+    wait();
+    if constexpr (!std::is_void_v<T>) return detail::operation_value(*op_);
+  }
+  bool valid() const { return op_ != nullptr; }
+
+ private:
+  friend class Endpoint;
+  Future(std::shared_ptr<detail::EndpointState> state, std::shared_ptr<detail::Operation> op)
+      : state_(std::move(state)), op_(std::move(op)) {}
+  std::shared_ptr<detail::EndpointState> state_;
+  std::shared_ptr<detail::Operation> op_;
+};
+
+class Endpoint {
+ public:
+  explicit Endpoint(EndpointOptions options = {});
+  // Fails pending operations ("endpoint closed"), then closes every connection.
+  ~Endpoint();
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  // Listens on host:port (port 0: any free port) and returns the port. Loopback unless told.
+  uint16_t listen(const std::string& host = "127.0.0.1", uint16_t port = 0);
+  // The next peer that connected and proved the secret; waits up to the timeout.
+  PeerId accept();
+  // Connects to a listening endpoint and authenticates both ways; waits up to the timeout.
+  PeerId connect(const std::string& host, uint16_t port);
+  // The name the peer gave and its address, e.g. "rank1 (127.0.0.1:40112)".
+  std::string peer_name(PeerId peer) const;
+  // Closes the connection; the peer's pending operations with us fail.
+  void disconnect(PeerId peer);
+
+  // Sends `tensor` (any dtype, shape, strides, device) to `peer` under `tag` (< 2^36). The
+  // future completes when the bytes have left the tensor: it may then be changed or freed.
+  Future<void> send(const Tensor& tensor, PeerId peer, uint64_t tag);
+  // Receives the next tensor `peer` sent under `tag`, into a new tensor with the sent sizes and
+  // strides, on options' device (CPU by default; pinned if asked) and in options' dtype if given.
+  Future<Tensor> recv(PeerId peer, uint64_t tag, TensorOptions options = {});
+  // Receives into `into`, whose dtype and sizes must equal the sent ones (any strides, device).
+  Future<Tensor> recv(Tensor into, PeerId peer, uint64_t tag);
+
+  const EndpointOptions& options() const;
+  // UCX's own description of the transports a connection uses (ucp_ep_print_info).
+  std::string describe(PeerId peer) const;
+
+ private:
+  std::shared_ptr<detail::EndpointState> state_;
+};
+
+}  // namespace ferry::transport

@@ -1,0 +1,362 @@
+// The endpoint's UCX context and worker, its progress (by waiters and by a background thread),
+// completions, failures and shutdown (see endpoint_state.h).
+#include "ferry/transport/endpoint_state.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace ferry::transport::detail {
+namespace {
+
+[[noreturn]] void ucx_failed(const char* what, ucs_status_t status) {
+  throw TransportError(std::string("transport: ") + what + " failed: " + ucs_status_string(status));
+}
+
+std::string default_name() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return std::string(host) + ":" + std::to_string(getpid());
+}
+
+EndpointOptions with_defaults(EndpointOptions options) {
+  if (options.name.empty()) options.name = default_name();
+  FERRY_CHECK_AS(TransportError, options.timeout.count() > 0,
+                 "transport: expected a positive timeout, got ", options.timeout.count(), " ms");
+  return options;
+}
+
+}  // namespace
+
+std::string Connection::label() const {
+  if (name.empty()) return address;
+  return name + " (" + address + ")";
+}
+
+EndpointState::EndpointState(EndpointOptions opts)
+    : options(with_defaults(std::move(opts))), secret(resolve_secret(options.secret)) {
+  ucp_config_t* config = nullptr;
+  ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);  // honours UCX_TLS etc.
+  if (status != UCS_OK) ucx_failed("reading UCX's configuration", status);
+  // Connections detect failed peers (UCP_ERR_HANDLING_MODE_PEER), which UCX 1.13 leaves its
+  // shared-memory transports out of unless told they may take part (they then check that the
+  // peer process is alive): without this, two processes on one host would talk over TCP.
+  if (std::getenv("UCX_MM_ERROR_HANDLING") == nullptr) {
+    ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 1;
+  status = ucp_init(&params, config, &context_);
+  ucp_config_release(config);
+  if (status != UCS_OK) ucx_failed("ucp_init", status);
+  ucp_worker_params_t worker_params{};
+  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+  status = ucp_worker_create(context_, &worker_params, &worker_);
+  if (status != UCS_OK) {
+    ucp_cleanup(context_);
+    ucx_failed("ucp_worker_create", status);
+  }
+  ucp_address_t* address = nullptr;
+  size_t address_length = 0;
+  status = ucp_worker_get_address(worker_, &address, &address_length);
+  if (status != UCS_OK) {
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+    ucx_failed("ucp_worker_get_address", status);
+  }
+  const auto* address_bytes = reinterpret_cast<const std::byte*>(address);
+  worker_address_.assign(address_bytes, address_bytes + address_length);
+  ucp_worker_release_address(worker_, address);
+  status = ucp_worker_get_efd(worker_, &event_fd_);
+  if (status != UCS_OK || pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+    ucx_failed("setting up the worker's wake-up", status != UCS_OK ? status : UCS_ERR_IO_ERROR);
+  }
+  progress_thread_ = std::thread([this] { progress_thread_main(); });
+}
+
+EndpointState::~EndpointState() { shutdown(); }
+
+void EndpointState::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (closed_) return;
+    for (auto& [id, conn] : connections_) {
+      if (conn->phase == Phase::handshaking || conn->phase == Phase::admitted) {
+        disconnect_locked(*conn, "the endpoint was closed", /*orderly=*/true);
+      }
+    }
+    for (auto& [raw, op] : live_) {
+      if (op->status == OpStatus::pending) cancel_locked(*op, "transport: the endpoint was closed");
+    }
+    if (listener_ != nullptr) {
+      ucp_listener_destroy(listener_);
+      listener_ = nullptr;
+    }
+  }
+  stopping_ = true;
+  const char byte = 1;
+  [[maybe_unused]] ssize_t n = write(wake_pipe_[1], &byte, 1);
+  waiters_done_.notify_all();
+  if (progress_thread_.joinable()) progress_thread_.join();
+  // Let the flushes, closes and cancellations finish (each bounded; the closes are forced after
+  // the flushes), then tear UCX down, and only then release the buffers it was using.
+  drive_until([this] { return flushing_.empty(); }, Clock::now() + std::chrono::seconds(2));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    finish_flushes_locked(/*now=*/true);
+  }
+  drive_until([this] { return closing_.empty() && live_.empty(); },
+              Clock::now() + std::chrono::seconds(2));
+  std::lock_guard<std::mutex> lock(mutex);
+  for (void* request : closing_) ucp_request_free(request);
+  closing_.clear();
+  ucp_worker_destroy(worker_);
+  ucp_cleanup(context_);
+  worker_ = nullptr;
+  closed_ = true;
+  for (auto& [raw, op] : live_) {
+    if (op->status == OpStatus::pending) fail_locked(*op, "transport: the endpoint was closed");
+  }
+  live_.clear();
+  close(wake_pipe_[0]);
+  close(wake_pipe_[1]);
+}
+
+void EndpointState::progress_thread_main() {
+  while (!stopping_) {
+    if (waiters.load() > 0) {
+      // A waiter drives progress; stay out of its way until none has waited for 2 ms.
+      std::unique_lock<std::mutex> lock(mutex);
+      waiters_done_.wait_for(lock, std::chrono::milliseconds(2));
+      continue;
+    }
+    sleep_on_worker(std::chrono::milliseconds(20));
+  }
+}
+
+// One round of progress, then arm the worker and sleep until it signals, the wake pipe fires or
+// `max_sleep` passes. Staged sends (waiting for a device event) shorten the sleep: events do not
+// signal the worker.
+void EndpointState::sleep_on_worker(std::chrono::microseconds max_sleep) {
+  bool staged = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (closed_) return;
+    progress_locked();
+    for (auto& [id, conn] : connections_) staged = staged || !conn->unposted.empty();
+    if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return;  // more to do at once
+  }
+  if (staged)
+    max_sleep = std::min<std::chrono::microseconds>(max_sleep, std::chrono::microseconds(200));
+  pollfd fds[2] = {{event_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
+  const int ms = static_cast<int>(std::max<int64_t>(1, max_sleep.count() / 1000));
+  if (max_sleep.count() < 1000) {
+    timespec ts{0, static_cast<long>(max_sleep.count()) * 1000};
+    ppoll(fds, 2, &ts, nullptr);
+  } else {
+    poll(fds, 2, ms);
+  }
+}
+
+void EndpointState::progress_locked() {
+  if (closed_) return;
+  for (int round = 0; round < 64; ++round) {
+    while (ucp_worker_progress(worker_) != 0) {
+    }
+    if (completions.empty() && handshake_events.empty() && ep_errors.empty() &&
+        conn_requests.empty()) {
+      break;
+    }
+    auto conns = std::move(conn_requests);
+    conn_requests.clear();
+    for (auto request : conns) accept_conn_request(request);
+    auto events = std::move(handshake_events);
+    handshake_events.clear();
+    for (const auto& e : events) handle_handshake_event(e);
+    // Completions before failures: what arrived before a peer left is delivered.
+    auto done = std::move(completions);
+    completions.clear();
+    for (const auto& c : done) handle_completion(c);
+    if (!completions.empty()) continue;
+    auto errors = std::move(ep_errors);
+    ep_errors.clear();
+    for (auto [conn, status] : errors) handle_ep_error(*conn, status);
+  }
+  for (auto& [id, conn] : connections_) {
+    if (!conn->unposted.empty()) post_ready_sends_locked(*conn);
+  }
+  check_deadlines_locked();
+  if (!flushing_.empty()) finish_flushes_locked(/*now=*/false);
+  for (auto it = closing_.begin(); it != closing_.end();) {
+    if (ucp_request_check_status(*it) != UCS_INPROGRESS) {
+      ucp_request_free(*it);
+      it = closing_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void EndpointState::handle_completion(const Completion& c) {
+  Operation& op = *c.op;
+  if (c.request != nullptr) {
+    std::erase(op.requests, c.request);
+    ucp_request_free(c.request);
+  }
+  --op.outstanding;
+  const auto keep = live_.find(&op) != live_.end() ? live_[&op] : nullptr;  // op may go below
+  if (op.status == OpStatus::pending) {
+    if (c.status != UCS_OK) {
+      std::string what = c.status == UCS_ERR_MESSAGE_TRUNCATED
+                             ? "a message larger than any tensor header (" +
+                                   std::to_string(op.message.size()) + " bytes)"
+                             : std::string(ucs_status_string(c.status));
+      fail_locked(op, "transport: " + std::string(op.is_send ? "sending to " : "receiving from ") +
+                          label(op.peer) + " (tag " + std::to_string(op.tag) + ") failed: " + what);
+    } else if (op.is_send) {
+      if (op.outstanding == 0) op.status = OpStatus::done;
+    } else if (!op.header_received) {
+      op.header_received = true;
+      try {
+        handle_header(op, c.length);
+      } catch (const Error& e) {
+        fail_locked(op, e.what());
+      }
+    } else {
+      try {
+        if (c.length != op.header.payload_bytes) {
+          throw TransportError("transport: expected a payload of " +
+                               std::to_string(op.header.payload_bytes) + " bytes from " +
+                               label(op.peer) + ", got " + std::to_string(c.length));
+        }
+        finish_recv(op);
+      } catch (const Error& e) {
+        fail_locked(op, e.what());
+      }
+    }
+  }
+  if (op.outstanding == 0 && op.status != OpStatus::pending) live_.erase(&op);
+}
+
+void EndpointState::fail_locked(Operation& op, std::string message) {
+  if (op.status != OpStatus::pending) return;
+  op.error = std::move(message);
+  op.status = OpStatus::failed;
+}
+
+void EndpointState::cancel_locked(Operation& op, std::string message) {
+  fail_locked(op, std::move(message));
+  for (void* request : op.requests) ucp_request_cancel(worker_, request);
+  if (op.is_send) {
+    auto it = connections_.find(op.peer);
+    if (it != connections_.end()) {
+      std::erase_if(it->second->unposted, [&](const auto& queued) { return queued.get() == &op; });
+    }
+  }
+  if (op.outstanding == 0) live_.erase(&op);
+}
+
+void EndpointState::fail_peer_ops_locked(PeerId peer, const std::string& message) {
+  std::vector<Operation*> ops;
+  for (auto& [raw, op] : live_) {
+    if (op->peer == peer && op->status == OpStatus::pending) ops.push_back(raw);
+  }
+  for (Operation* op : ops) cancel_locked(*op, message);
+}
+
+void EndpointState::check_deadlines_locked() {
+  const auto now = Clock::now();
+  for (auto& [id, conn] : connections_) {
+    if (conn->phase == Phase::handshaking && now > conn->handshake_deadline) {
+      disconnect_locked(*conn, "the handshake did not finish within " +
+                                   std::to_string(options.timeout.count()) + " ms");
+    }
+  }
+}
+
+namespace {
+void send_callback(void* request, ucs_status_t status, void* user_data) {
+  auto* op = static_cast<Operation*>(user_data);
+  op->state->completions.push_back({op, request, status, 0});
+}
+void tag_recv_callback(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                       void* user_data) {
+  auto* op = static_cast<Operation*>(user_data);
+  op->state->completions.push_back({op, request, status, info != nullptr ? info->length : 0});
+}
+}  // namespace
+
+void EndpointState::post_tag_send(Operation& op, Connection& conn, const void* data, size_t bytes,
+                                  uint64_t tag) {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.send = send_callback;
+  param.user_data = &op;
+  ucs_status_ptr_t request = ucp_tag_send_nbx(conn.data_ep, data, bytes, tag, &param);
+  ++op.outstanding;
+  if (request == nullptr) {
+    completions.push_back({&op, nullptr, UCS_OK, 0});
+  } else if (UCS_PTR_IS_ERR(request)) {
+    completions.push_back({&op, nullptr, UCS_PTR_STATUS(request), 0});
+  } else {
+    op.requests.push_back(request);
+  }
+}
+
+void EndpointState::post_tag_recv(Operation& op, void* data, size_t bytes, uint64_t tag) {
+  ucp_request_param_t param{};
+  // Always completed through the callback, which carries the received length (UCX 1.13 leaves
+  // recv_info unfilled on an immediate completion).
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.cb.recv = tag_recv_callback;
+  param.user_data = &op;
+  ucs_status_ptr_t request = ucp_tag_recv_nbx(worker_, data, bytes, tag, kFullTagMask, &param);
+  ++op.outstanding;
+  if (UCS_PTR_IS_ERR(request)) {
+    completions.push_back({&op, nullptr, UCS_PTR_STATUS(request), 0});
+  } else {
+    op.requests.push_back(request);
+  }
+}
+
+void wait_operation(EndpointState& state, Operation& op, std::chrono::milliseconds timeout) {
+  const bool done =
+      state.drive_until([&] { return op.status != OpStatus::pending; }, Clock::now() + timeout);
+  if (!done) {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    state.cancel_locked(op, "transport: timed out after " + std::to_string(timeout.count()) +
+                                " ms " + (op.is_send ? "sending to " : "receiving from ") +
+                                state.label(op.peer) + " (tag " + std::to_string(op.tag) + ")");
+  }
+  if (op.status == OpStatus::failed) {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    throw TransportError(op.error);
+  }
+}
+
+bool poll_operation(EndpointState& state, Operation& op) {
+  if (op.status == OpStatus::pending) {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    state.progress_locked();
+  }
+  return op.status != OpStatus::pending;
+}
+
+Tensor operation_value(Operation& op) { return op.value; }
+
+std::chrono::milliseconds default_timeout(const EndpointState& state) {
+  return state.options.timeout;
+}
+
+}  // namespace ferry::transport::detail

@@ -1,0 +1,222 @@
+// The inside of a transport Endpoint (internal; endpoint.h is the interface): the UCX context and
+// worker, connections and their handshake, operations in flight, and progress. Everything here is
+// guarded by EndpointState::mutex; UCX runs in serialized mode, one thread at a time inside it.
+// Progress is driven by whoever waits (spinning briefly, then sleeping on the worker's event fd)
+// and, when nobody waits, by a background thread, so that connections are accepted, rendezvous
+// transfers advance and failed peers are noticed while the caller computes.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "ferry/core/tensor.h"
+#include "ferry/core/tensor_options.h"
+#include "ferry/device/event.h"
+#include "ferry/device/stream.h"
+#include "ferry/transport/auth.h"
+#include "ferry/transport/endpoint.h"
+
+namespace ferry::transport::detail {
+
+using Clock = std::chrono::steady_clock;
+class EndpointState;
+
+enum class OpStatus { pending, done, failed };
+
+struct Operation {
+  EndpointState* state = nullptr;
+  bool is_send = false;
+  PeerId peer = 0;
+  uint64_t tag = 0;
+  std::atomic<OpStatus> status{OpStatus::pending};
+  std::string error;
+  int outstanding = 0;          // UCX requests not yet completed
+  std::vector<void*> requests;  // those requests, for cancelling
+  // Held until UCX is done with them:
+  std::vector<std::byte> message;  // send: header (+ inline payload); recv: the header buffer
+  Tensor payload;                  // send: the bytes sent; recv: where they land
+  // send
+  Tensor source;                // the caller's tensor, until a staged copy from it is done
+  std::optional<Event> staged;  // the copy of a device tensor into `payload` is done when this is
+  TensorHeader header;
+  // recv
+  std::optional<Tensor> into;      // recv(into, ...)
+  TensorOptions options;           // recv(peer, tag, options)
+  std::optional<Stream> consumer;  // a device destination is written on this stream
+  bool header_received = false;
+  Tensor value;  // recv: the result
+};
+
+enum class Phase { handshaking, admitted, failed, closed };
+
+struct Connection {
+  EndpointState* state = nullptr;
+  PeerId id = 0;               // our id for the peer (in the tags it sends us)
+  uint32_t remote_id = 0;      // the peer's id for us (in the tags we send it)
+  ucp_ep_h ep = nullptr;       // made through the listener: the handshake
+  ucp_ep_h data_ep = nullptr;  // made from the peer's worker address: the tensors
+  bool server_side = false;
+  std::string name;     // the name the peer gave
+  std::string address;  // host:port
+  Phase phase = Phase::handshaking;
+  bool was_admitted = false;      // tensors it sent before leaving may still be received
+  void* flush_request = nullptr;  // an orderly close's flush in flight
+  Clock::time_point flush_deadline;
+  std::string failure;
+  // Handshake
+  int step = 0;  // what is awaited next (connections.cc, RecordKind)
+  Nonce nonce{}, peer_nonce{};
+  Clock::time_point handshake_deadline;
+  std::vector<std::byte> in;                    // the record or address awaited
+  std::deque<std::vector<std::byte>> outgoing;  // what was sent, alive until the connection goes
+  int handshake_requests = 0;
+  // Sends
+  uint64_t next_seq = 0;
+  std::deque<std::shared_ptr<Operation>> unposted;  // in send order, behind a staged copy
+
+  std::string label() const;  // "name (address)", or the address before the hello
+};
+
+struct Completion {
+  Operation* op;
+  void* request;
+  ucs_status_t status;
+  size_t length;
+};
+struct HandshakeEvent {
+  Connection* conn;
+  void* request;
+  ucs_status_t status;
+  bool is_recv;
+};
+
+class EndpointState {
+ public:
+  explicit EndpointState(EndpointOptions options);
+  ~EndpointState();
+  void shutdown();  // idempotent; the Endpoint's destructor
+
+  // One round of UCX progress and of what follows from it. Caller holds `mutex`.
+  void progress_locked();
+  // Drives progress until done() (evaluated under the mutex) or the deadline; false on timeout.
+  template <typename Done>
+  bool drive_until(Done done, Clock::time_point deadline);
+
+  Connection& admitted(PeerId peer);  // raises TransportError unless admitted; under the mutex
+  // For a receive: the connection if admitted, or if it was and a message under `tag` from it
+  // is already here (what a peer sent before leaving stays receivable); else raises.
+  Connection& receivable(PeerId peer, uint64_t tag);
+  std::string label(PeerId peer) const;
+  void fail_locked(Operation& op, std::string message);
+  void cancel_locked(Operation& op, std::string message);
+  void post_tag_send(Operation& op, Connection& conn, const void* data, size_t bytes, uint64_t tag);
+  void post_tag_recv(Operation& op, void* data, size_t bytes, uint64_t tag);
+  void track(const std::shared_ptr<Operation>& op) { live_[op.get()] = op; }
+
+  // Connections
+  uint16_t listen(const std::string& host, uint16_t port);
+  PeerId accept();
+  PeerId connect(const std::string& host, uint16_t port);
+  // Fails the peer's pending operations and closes the connection; `orderly` (our own disconnect
+  // or shutdown) flushes what was sent first.
+  void disconnect_locked(Connection& conn, const std::string& why, bool orderly = false);
+  std::string describe(PeerId peer);
+
+  // Sends in order per peer: posts the queue's ready head(s).
+  void post_ready_sends_locked(Connection& conn);
+
+  const EndpointOptions options;
+  const std::string secret;
+  mutable std::mutex mutex;
+  std::atomic<int> waiters{0};
+
+  // Called from UCX callbacks (inside progress).
+  std::vector<Completion> completions;
+  std::vector<HandshakeEvent> handshake_events;
+  std::vector<std::pair<Connection*, ucs_status_t>> ep_errors;
+  std::vector<ucp_conn_request_h> conn_requests;
+
+ private:
+  void progress_thread_main();
+  void sleep_on_worker(std::chrono::microseconds max_sleep);
+  void handle_completion(const Completion& c);
+  void handle_header(Operation& op, size_t length);
+  void finish_recv(Operation& op);
+  void handle_handshake_event(const HandshakeEvent& e);
+  void advance_handshake(Connection& conn);
+  void accept_conn_request(ucp_conn_request_h request);
+  void handle_ep_error(Connection& conn, ucs_status_t status);
+  void fail_peer_ops_locked(PeerId peer, const std::string& message);
+  void check_deadlines_locked();
+  Connection& new_connection();
+  void stream_send(Connection& conn, std::vector<std::byte> bytes);
+  void stream_send(Connection& conn, const HandshakeRecord& record);
+  void stream_recv(Connection& conn, int step, size_t bytes);
+  void send_worker_address(Connection& conn);
+  void open_data_ep(Connection& conn);
+  void close_ep(Connection& conn, bool flush);
+  void force_close(Connection& conn);
+  void finish_flushes_locked(bool now);
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_listener_h listener_ = nullptr;
+  std::vector<std::byte> worker_address_;
+  int event_fd_ = -1;
+  int wake_pipe_[2] = {-1, -1};
+  bool closed_ = false;
+  std::thread progress_thread_;
+  std::atomic<bool> stopping_{false};
+  std::condition_variable waiters_done_;
+  std::map<PeerId, std::unique_ptr<Connection>> connections_;
+  PeerId next_peer_ = 1;
+  std::deque<PeerId> accept_queue_;
+  std::unordered_map<Operation*, std::shared_ptr<Operation>> live_;
+  std::vector<void*> closing_;         // ep close requests in flight
+  std::vector<Connection*> flushing_;  // orderly closes waiting for their flush
+
+  friend void wait_operation(EndpointState&, Operation&, std::chrono::milliseconds);
+  friend bool poll_operation(EndpointState&, Operation&);
+};
+
+template <typename Done>
+bool EndpointState::drive_until(Done done, Clock::time_point deadline) {
+  waiters.fetch_add(1);
+  struct Leave {
+    EndpointState* s;
+    ~Leave() {
+      if (s->waiters.fetch_sub(1) == 1) s->waiters_done_.notify_all();
+    }
+  } leave{this};
+  // Spin (UCX progress, no sleep) for the first 50 microseconds: a reply on a fast transport
+  // arrives within a few. Then sleep on the worker's event fd between rounds.
+  const auto spin_until = Clock::now() + std::chrono::microseconds(50);
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      progress_locked();
+      if (done()) return true;
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) return false;
+    if (now >= spin_until) {
+      sleep_on_worker(std::chrono::duration_cast<std::chrono::microseconds>(
+          std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(1))));
+    }
+  }
+}
+
+}  // namespace ferry::transport::detail

@@ -1,0 +1,216 @@
+// Encoding and validation of the transport's wire records (see wire.h).
+#include "ferry/transport/wire.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "ferry/core/tensor_impl.h"
+
+namespace ferry::transport {
+namespace {
+
+constexpr uint32_t kTensorMagic = 0x534e5446;     // "FTNS"
+constexpr uint32_t kHandshakeMagic = 0x48595246;  // "FRYH"
+constexpr uint16_t kWireVersion = 1;
+constexpr uint32_t kInlineFlag = 1;
+
+class Writer {
+ public:
+  explicit Writer(std::byte* out) : out_(out) {}
+  template <typename T>
+  void put(T value) {
+    std::memcpy(out_ + at_, &value, sizeof(T));  // little-endian hosts only (checked below)
+    at_ += sizeof(T);
+  }
+  void put_bytes(const void* bytes, size_t n) {
+    if (n > 0) std::memcpy(out_ + at_, bytes, n);
+    at_ += n;
+  }
+  size_t at() const { return at_; }
+
+ private:
+  std::byte* out_;
+  size_t at_ = 0;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> in) : in_(in) {}
+  template <typename T>
+  T get() {
+    T value;
+    std::memcpy(&value, in_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return value;
+  }
+  void get_bytes(void* out, size_t n) {
+    std::memcpy(out, in_.data() + at_, n);
+    at_ += n;
+  }
+  size_t at() const { return at_; }
+
+ private:
+  std::span<const std::byte> in_;
+  size_t at_ = 0;
+};
+
+static_assert(std::endian::native == std::endian::little,
+              "ferry's transport writes its records in host order, which must be little-endian");
+
+[[noreturn]] void malformed(const std::string& from, const std::string& what) {
+  throw TransportError("transport: malformed tensor header from " + from + ": " + what);
+}
+
+}  // namespace
+
+size_t encoded_header_bytes(size_t ndim) { return kHeaderFixedBytes + 16 * ndim; }
+
+std::vector<std::byte> encode_tensor_header(const TensorHeader& header,
+                                            std::span<const std::byte> inline_payload) {
+  FERRY_CHECK_AS(TransportError, header.sizes.size() == header.strides.size(),
+                 "transport: a header needs one stride per size, but got ", header.sizes.size(),
+                 " sizes and ", header.strides.size(), " strides");
+  FERRY_CHECK_AS(TransportError, header.sizes.size() <= static_cast<size_t>(kMaxWireDims),
+                 "transport: tensors of at most ", kMaxWireDims,
+                 " dimensions can be sent, but got ", header.sizes.size());
+  FERRY_CHECK_AS(TransportError,
+                 !header.payload_inline || inline_payload.size() == header.payload_bytes,
+                 "transport: an inline payload of ", header.payload_bytes, " bytes was announced, ",
+                 "but ", inline_payload.size(), " were given");
+  const size_t ndim = header.sizes.size();
+  std::vector<std::byte> out(encoded_header_bytes(ndim) +
+                             (header.payload_inline ? inline_payload.size() : 0));
+  Writer w(out.data());
+  w.put<uint32_t>(kTensorMagic);
+  w.put<uint16_t>(kWireVersion);
+  w.put<uint8_t>(static_cast<uint8_t>(header.dtype));
+  w.put<uint8_t>(static_cast<uint8_t>(ndim));
+  w.put<uint32_t>(header.payload_inline ? kInlineFlag : 0);
+  w.put<uint32_t>(0);
+  w.put<uint64_t>(header.seq);
+  w.put<uint64_t>(header.payload_bytes);
+  for (int64_t s : header.sizes) w.put<int64_t>(s);
+  for (int64_t s : header.strides) w.put<int64_t>(s);
+  if (header.payload_inline) w.put_bytes(inline_payload.data(), inline_payload.size());
+  return out;
+}
+
+DecodedHeader decode_tensor_header(std::span<const std::byte> message, uint64_t max_payload_bytes,
+                                   const std::string& from) {
+  if (message.size() < kHeaderFixedBytes) {
+    malformed(from, "expected at least " + std::to_string(kHeaderFixedBytes) + " bytes, got " +
+                        std::to_string(message.size()));
+  }
+  Reader r(message);
+  const auto magic = r.get<uint32_t>();
+  const auto version = r.get<uint16_t>();
+  const auto dtype = r.get<uint8_t>();
+  const auto ndim = r.get<uint8_t>();
+  const auto flags = r.get<uint32_t>();
+  r.get<uint32_t>();
+  DecodedHeader out;
+  TensorHeader& h = out.header;
+  h.seq = r.get<uint64_t>();
+  h.payload_bytes = r.get<uint64_t>();
+  if (magic != kTensorMagic) malformed(from, "not a ferry tensor header (wrong magic number)");
+  if (version != kWireVersion) {
+    malformed(from, "expected wire version " + std::to_string(kWireVersion) + ", got " +
+                        std::to_string(version));
+  }
+  if (dtype >= kNumScalarTypes) {
+    malformed(from, "expected a dtype code below " + std::to_string(kNumScalarTypes) + ", got " +
+                        std::to_string(dtype));
+  }
+  h.dtype = static_cast<ScalarType>(dtype);
+  if (ndim > kMaxWireDims) {
+    malformed(from, "expected at most " + std::to_string(kMaxWireDims) + " dimensions, got " +
+                        std::to_string(ndim));
+  }
+  if ((flags & ~kInlineFlag) != 0) malformed(from, "unknown flags " + std::to_string(flags));
+  h.payload_inline = (flags & kInlineFlag) != 0;
+  const size_t header_bytes = encoded_header_bytes(ndim);
+  if (message.size() < header_bytes) {
+    malformed(from, "expected " + std::to_string(header_bytes) + " bytes for " +
+                        std::to_string(ndim) + " dimensions, got " +
+                        std::to_string(message.size()));
+  }
+  h.sizes.resize(ndim);
+  h.strides.resize(ndim);
+  for (auto& s : h.sizes) s = r.get<int64_t>();
+  for (auto& s : h.strides) s = r.get<int64_t>();
+  uint64_t numel = 1;
+  for (int64_t s : h.sizes) {
+    if (s < 0) malformed(from, "expected sizes >= 0, got " + std::to_string(s));
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(s), &numel)) {
+      malformed(from, "the sizes' product overflows 64 bits");
+    }
+  }
+  for (int64_t s : h.strides) {
+    if (s < 0) malformed(from, "expected strides >= 0, got " + std::to_string(s));
+  }
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(numel, static_cast<uint64_t>(element_size(h.dtype)), &bytes) ||
+      bytes != h.payload_bytes) {
+    malformed(from, "expected a payload of " + std::to_string(numel) + " elements of " +
+                        std::string(dtype_name(h.dtype)) + ", got " +
+                        std::to_string(h.payload_bytes) + " bytes");
+  }
+  if (h.payload_bytes > max_payload_bytes) {
+    malformed(from, "expected a payload of at most " + std::to_string(max_payload_bytes) +
+                        " bytes (EndpointOptions::max_message_bytes), got " +
+                        std::to_string(h.payload_bytes));
+  }
+  if (numel > 1 && !compute_non_overlapping_and_dense(h.sizes, h.strides)) {
+    malformed(from, "expected strides of a dense, non-overlapping layout, got other strides");
+  }
+  const size_t expected = header_bytes + (h.payload_inline ? h.payload_bytes : 0);
+  if (message.size() != expected) {
+    malformed(from, "expected a message of " + std::to_string(expected) + " bytes, got " +
+                        std::to_string(message.size()));
+  }
+  if (h.payload_inline) out.inline_payload = message.subspan(header_bytes, h.payload_bytes);
+  return out;
+}
+
+std::array<std::byte, kHandshakeRecordBytes> encode_handshake(const HandshakeRecord& record) {
+  std::array<std::byte, kHandshakeRecordBytes> out{};
+  Writer w(out.data());
+  w.put<uint32_t>(kHandshakeMagic);
+  w.put<uint16_t>(kWireVersion);
+  w.put<uint16_t>(0);
+  w.put<uint32_t>(record.kind);
+  w.put<uint32_t>(record.id);
+  w.put_bytes(record.nonce.data(), kNonceBytes);
+  w.put_bytes(record.proof.data(), kProofBytes);
+  char name[kNameBytes] = {};
+  std::memcpy(name, record.name.data(), std::min(record.name.size(), kNameBytes - 1));
+  w.put_bytes(name, kNameBytes);
+  return out;
+}
+
+HandshakeRecord decode_handshake(std::span<const std::byte, kHandshakeRecordBytes> bytes,
+                                 uint32_t expected_kind, const std::string& from) {
+  Reader r(bytes);
+  const auto magic = r.get<uint32_t>();
+  const auto version = r.get<uint16_t>();
+  r.get<uint16_t>();
+  HandshakeRecord out;
+  out.kind = r.get<uint32_t>();
+  out.id = r.get<uint32_t>();
+  r.get_bytes(out.nonce.data(), kNonceBytes);
+  r.get_bytes(out.proof.data(), kProofBytes);
+  char name[kNameBytes];
+  r.get_bytes(name, kNameBytes);
+  name[kNameBytes - 1] = '\0';
+  out.name = name;
+  FERRY_CHECK_AS(TransportError, magic == kHandshakeMagic, "transport: ", from,
+                 " did not speak ferry's handshake (wrong magic number)");
+  FERRY_CHECK_AS(TransportError, version == kWireVersion, "transport: ", from,
+                 " speaks wire version ", version, ", expected ", kWireVersion);
+  FERRY_CHECK_AS(TransportError, out.kind == expected_kind, "transport: expected handshake record ",
+                 expected_kind, " from ", from, ", got ", out.kind);
+  return out;
+}
+
+}  // namespace ferry::transport

@@ -1,0 +1,102 @@
+// The bytes ferry's transport puts on the wire, and the checks a receiver makes before it
+// allocates anything: the tensor header (dtype, sizes, strides, payload size, sequence number,
+// optionally the payload itself), the UCX tag layout, and the handshake records.
+// Guarantees: decode_tensor_header accepts only a header whose sizes and strides describe a
+// non-overlapping, dense layout of exactly payload_bytes bytes no larger than the caller's limit,
+// and raises TransportError naming what was expected and what was given otherwise. All integers
+// are little-endian.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ferry/core/error.h"
+#include "ferry/core/scalar_type.h"
+
+namespace ferry::transport {
+
+// Every failure of the transport: a refused connection, a malformed message, a peer that went
+// away, a timeout. The message names the peer when there is one.
+class TransportError : public Error {
+ public:
+  using Error::Error;
+};
+
+// --- tags -------------------------------------------------------------------------------------
+// A UCX tag is 64 bits: the receiver's id for the sender (20 bits), a 36-bit field (the user's
+// tag for a header, the sender's sequence number for a payload) and the message kind (8 bits).
+// Tags are matched per process, not per connection, so the sender's id keeps peers apart.
+inline constexpr int kPeerBits = 20;
+inline constexpr int kFieldBits = 36;
+inline constexpr int kKindBits = 8;
+inline constexpr uint64_t kMaxUserTag = (uint64_t{1} << kFieldBits) - 1;
+inline constexpr uint32_t kMaxPeerId = (uint32_t{1} << kPeerBits) - 1;
+inline constexpr uint64_t kFullTagMask = ~uint64_t{0};
+
+enum class MessageKind : uint8_t { tensor_header = 1, tensor_payload = 2 };
+
+constexpr uint64_t make_tag(uint32_t peer, uint64_t field, MessageKind kind) {
+  return (uint64_t{peer} << (kFieldBits + kKindBits)) | ((field & kMaxUserTag) << kKindBits) |
+         static_cast<uint64_t>(kind);
+}
+constexpr uint32_t tag_peer(uint64_t tag) {
+  return static_cast<uint32_t>(tag >> (kFieldBits + kKindBits));
+}
+
+// --- tensor header ----------------------------------------------------------------------------
+inline constexpr int kMaxWireDims = 16;
+inline constexpr size_t kHeaderFixedBytes = 32;
+inline constexpr size_t kMaxHeaderBytes = kHeaderFixedBytes + 16 * kMaxWireDims;
+
+struct TensorHeader {
+  ScalarType dtype = ScalarType::Float32;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;  // in elements; a non-overlapping, dense layout
+  uint64_t seq = 0;              // the payload message's tag field when not inline
+  uint64_t payload_bytes = 0;
+  bool payload_inline = false;  // the payload follows the header in the same message
+};
+
+// The header's encoding, followed by `inline_payload` when header.payload_inline (whose size
+// must then be header.payload_bytes).
+std::vector<std::byte> encode_tensor_header(const TensorHeader& header,
+                                            std::span<const std::byte> inline_payload = {});
+size_t encoded_header_bytes(size_t ndim);
+
+struct DecodedHeader {
+  TensorHeader header;
+  std::span<const std::byte> inline_payload;  // into the decoded message
+};
+
+// Parses and validates a received header message. `from` names the sender in errors.
+DecodedHeader decode_tensor_header(std::span<const std::byte> message, uint64_t max_payload_bytes,
+                                   const std::string& from);
+
+// --- handshake ----------------------------------------------------------------------------------
+// Three records over the connection's UCX stream before any tensor is accepted (docs/transport.md):
+// the client's hello (its nonce, its id for the server, its name), the server's challenge (its
+// nonce, its id for the client, its proof of the secret, its name), the client's proof. Then the
+// server's verdict.
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kProofBytes = 32;
+inline constexpr size_t kNameBytes = 64;
+
+struct HandshakeRecord {
+  uint32_t kind = 0;  // 1 hello, 2 challenge, 3 proof, 4 verdict
+  uint32_t id = 0;    // the sender's id for the receiver (hello, challenge); verdict: 1 = admitted
+  std::array<uint8_t, kNonceBytes> nonce{};
+  std::array<uint8_t, kProofBytes> proof{};
+  std::string name;
+};
+inline constexpr size_t kHandshakeRecordBytes = 16 + kNonceBytes + kProofBytes + kNameBytes;
+
+std::array<std::byte, kHandshakeRecordBytes> encode_handshake(const HandshakeRecord& record);
+// Raises TransportError when the magic or the version differ or the kind is not `expected_kind`.
+HandshakeRecord decode_handshake(std::span<const std::byte, kHandshakeRecordBytes> bytes,
+                                 uint32_t expected_kind, const std::string& from);
+
+}  // namespace ferry::transport

@@ -1,0 +1,260 @@
+// Endpoint within one process: two endpoints (two UCX workers) over loopback TCP or shared
+// memory, as two processes would use them; the multi-process tests are in multiprocess_test.cc.
+// Checks values against the sent tensors for random dtypes, shapes and layouts, sim devices under
+// chaos, authentication, validation, timeouts and a peer that goes away.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "ferry/ferry.h"
+#include "ferry/transport/endpoint.h"
+#include "tests/support/errors.h"
+#include "tests/support/random.h"
+#include "tests/support/tensor_compare.h"
+
+namespace ferry::transport {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+EndpointOptions options_named(const std::string& name, std::chrono::milliseconds timeout = 10s) {
+  EndpointOptions o;
+  o.name = name;
+  o.secret = "test-secret";
+  o.timeout = timeout;
+  return o;
+}
+
+// A connected pair: `server` listened and accepted `client`.
+struct Pair {
+  std::unique_ptr<Endpoint> server, client;
+  PeerId server_to_client = 0, client_to_server = 0;
+};
+
+Pair connect_pair(EndpointOptions server_options = options_named("server"),
+                  EndpointOptions client_options = options_named("client")) {
+  Pair p;
+  p.server = std::make_unique<Endpoint>(server_options);
+  p.client = std::make_unique<Endpoint>(client_options);
+  const uint16_t port = p.server->listen();
+  std::thread connector([&] { p.client_to_server = p.client->connect("127.0.0.1", port); });
+  p.server_to_client = p.server->accept();
+  connector.join();
+  return p;
+}
+
+// Same dtype, sizes and values, bit for bit (NaN equal to NaN).
+void expect_same(const Tensor& got, const Tensor& sent) {
+  EXPECT_EQ(got.scalar_type(), sent.scalar_type());
+  EXPECT_ALL_CLOSE(got.to(kCPU), sent.to(kCPU), 0.0, 0.0);
+}
+
+TEST(TransportEndpoint, SendsAndReceivesTensorsOfEveryKindWithTheirLayout) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  Pair p = connect_pair();
+  EXPECT_THAT(p.server->peer_name(p.server_to_client), HasSubstr("client (127.0.0.1:"));
+  EXPECT_THAT(p.client->peer_name(p.client_to_server), HasSubstr("server (127.0.0.1:"));
+  Generator gen(ferry::testing::test_seed());
+  std::vector<Tensor> sent = {
+      randn({3, 4}, kFloat32, &gen),                           // contiguous, inline
+      randn({64, 80}, kFloat32, &gen).t(),                     // a dense transpose: its layout kept
+      randn({300, 200}, kFloat64, &gen).slice(1, 10, 150, 3),  // strided: packed
+      randn({1 << 20}, kBFloat16, &gen),                       // 2 MiB: a second message
+      arange(17, kInt64),
+      zeros({0, 5}, kFloat32),
+      ones({2, 3}, kBool),
+  };
+  std::vector<Future<void>> sends;
+  for (size_t i = 0; i < sent.size(); ++i)
+    sends.push_back(p.client->send(sent[i], p.client_to_server, 7));
+  for (size_t i = 0; i < sent.size(); ++i) {
+    SCOPED_TRACE("tensor " + std::to_string(i));
+    const Tensor got = p.server->recv(p.server_to_client, 7).get();
+    expect_same(got, sent[i]);
+    if (sent[i].is_non_overlapping_and_dense())
+      EXPECT_EQ(got.strides(), sent[i].strides());
+    else
+      EXPECT_TRUE(got.is_contiguous());
+  }
+  for (auto& s : sends) s.wait();
+}
+
+void configure_chaos() {
+  sim::SimConfig c = sim::config();
+  c.chaos_seed = ferry::testing::test_seed();
+  c.chaos_max_delay = std::chrono::microseconds(300);
+  sim::configure(c);
+}
+
+struct ChaosScope {
+  ChaosScope() { configure_chaos(); }
+  ~ChaosScope() { sim::reset_config(); }
+};
+
+// A device tensor is sent after the work queued on its stream, and a received one is written on
+// the stream that was current at the recv call: with chaos delaying every queued operation, a
+// missing wait on either side reads or returns stale bytes.
+TEST(TransportEndpoint, DeviceTensorsFollowTheirStreams) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  ChaosScope chaos;
+  Pair p = connect_pair();
+  Generator gen(ferry::testing::test_seed());
+  const Device sim0("sim:0"), sim1("sim:1");
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const int64_t n = round % 2 == 0 ? 100 : 300000;  // inline and as a second message
+    const Tensor host = randn({n}, kFloat32, &gen);
+    // Produced on sim:0's current stream: the send must wait for the multiply.
+    Tensor on_device = host.to(sim0, /*non_blocking=*/false);
+    on_device.mul_(3.0);
+    auto sent = p.client->send(on_device, p.client_to_server, 1);
+    // Received on a side stream of sim:1, then read on that stream.
+    const Stream side = get_stream_from_pool(sim1);
+    Tensor got;
+    {
+      StreamGuard guard(side);
+      got = p.server->recv(p.server_to_client, 1, TensorOptions(sim1)).get();
+      EXPECT_EQ(got.device(), sim1);
+      got = got.add(1.0);  // queued on `side`, after the copy
+    }
+    side.synchronize();
+    sent.wait();
+    EXPECT_ALL_CLOSE(got.to(kCPU), host.mul(3.0).add(1.0), 0.0, 0.0);
+    // Into an existing device tensor, with a transposed layout on the wire.
+    const Tensor matrix = randn({40, 70}, kFloat32, &gen).to(sim0).t();
+    Tensor into = empty({70, 40}, TensorOptions(sim1));
+    auto sent2 = p.client->send(matrix, p.client_to_server, 2);
+    p.server->recv(into, p.server_to_client, 2).wait();
+    sent2.wait();
+    EXPECT_ALL_CLOSE(into.to(kCPU), matrix.to(kCPU), 0.0, 0.0);
+  }
+}
+
+TEST(TransportEndpoint, ReceivesConvertToTheAskedDtypeAndLandInPinnedMemory) {
+  Pair p = connect_pair();
+  const Tensor sent = arange(1000, kFloat32);
+  p.client->send(sent, p.client_to_server, 3).wait();
+  p.client->send(sent, p.client_to_server, 3).wait();
+  const Tensor as_double = p.server->recv(p.server_to_client, 3, kFloat64).get();
+  EXPECT_EQ(as_double.scalar_type(), kFloat64);
+  EXPECT_ALL_CLOSE(as_double, sent.to(kFloat64), 0.0, 0.0);
+  const Tensor pinned =
+      p.server->recv(p.server_to_client, 3, TensorOptions(kFloat32).pinned_memory(true)).get();
+  EXPECT_TRUE(pinned.is_pinned());
+  EXPECT_ALL_CLOSE(pinned, sent, 0.0, 0.0);
+}
+
+// Per tag, tensors arrive in the order they were sent, whatever their sizes and whatever the
+// other tags do in between.
+TEST(TransportEndpoint, OrderIsKeptPerTagAcrossInterleavedTagsAndSizes) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  Pair p = connect_pair();
+  auto rng = ferry::testing::test_rng();
+  std::vector<Future<void>> sends;
+  std::vector<std::vector<int64_t>> sent_per_tag(3);
+  for (int i = 0; i < 60; ++i) {
+    const uint64_t tag = rng() % 3;
+    const int64_t n = (rng() % 2 == 0) ? int64_t(rng() % 100) : int64_t(3000 + rng() % 200000);
+    sends.push_back(p.client->send(full({n}, Scalar(int64_t{i}), kInt64), p.client_to_server, tag));
+    sent_per_tag[tag].push_back(i);
+  }
+  for (uint64_t tag = 0; tag < 3; ++tag) {
+    for (int64_t expected : sent_per_tag[tag]) {
+      const Tensor got = p.server->recv(p.server_to_client, tag).get();
+      EXPECT_ALL_CLOSE(got, full({got.numel()}, Scalar(expected), kInt64), 0.0, 0.0)
+          << "tag " << tag;
+    }
+  }
+  for (auto& s : sends) s.wait();
+}
+
+TEST(TransportEndpoint, AWrongSecretIsRefusedAndNothingIsAccepted) {
+  EndpointOptions server_options = options_named("server", 2s);
+  EndpointOptions client_options = options_named("client", 2s);
+  client_options.secret = "not-the-secret";
+  Endpoint server(server_options), client(client_options);
+  const uint16_t port = server.listen();
+  std::string accept_error;
+  std::thread acceptor(
+      [&] { accept_error = ferry::testing::error_of<TransportError>([&] { server.accept(); }); });
+  const std::string connect_error =
+      ferry::testing::error_of<TransportError>([&] { client.connect("127.0.0.1", port); });
+  acceptor.join();
+  EXPECT_THAT(connect_error, HasSubstr("connecting to 127.0.0.1:"));
+  EXPECT_THAT(connect_error, HasSubstr("secret"));
+  EXPECT_THAT(accept_error, HasSubstr("no peer connected and authenticated within 2000 ms"));
+}
+
+TEST(TransportEndpoint, AnEndpointNeedsASecret) {
+  const char* saved = std::getenv("FERRY_TRANSPORT_SECRET");
+  const std::string saved_value = saved ? saved : "";
+  unsetenv("FERRY_TRANSPORT_SECRET");
+  EXPECT_THAT(ferry::testing::error_of<TransportError>([] { Endpoint e{EndpointOptions{}}; }),
+              HasSubstr("FERRY_TRANSPORT_SECRET"));
+  if (saved) setenv("FERRY_TRANSPORT_SECRET", saved_value.c_str(), 1);
+}
+
+// A header announcing more than max_message_bytes fails the receive before anything is
+// allocated; the connection goes on working for the next tensor.
+TEST(TransportEndpoint, OversizedAndMismatchedTensorsAreRefusedNamingBoth) {
+  EndpointOptions server_options = options_named("server", 5s);
+  server_options.max_message_bytes = 1 << 20;
+  Pair p = connect_pair(server_options);
+  auto big = p.client->send(zeros({1 << 19}, kFloat32), p.client_to_server, 4);  // 2 MiB
+  EXPECT_THAT(ferry::testing::error_of<TransportError>(
+                  [&] { p.server->recv(p.server_to_client, 4).get(); }),
+              HasSubstr("expected a payload of at most 1048576 bytes (EndpointOptions::"
+                        "max_message_bytes), got 2097152"));
+  auto small = p.client->send(ones({5}, kInt32), p.client_to_server, 4);
+  Tensor wrong_shape = empty({6}, kInt32);
+  EXPECT_THAT(ferry::testing::error_of<TransportError>(
+                  [&] { p.server->recv(wrong_shape, p.server_to_client, 4).get(); }),
+              AllOf(HasSubstr("expected sizes [6]"), HasSubstr("got [5]")));
+  p.client->send(ones({5}, kInt32), p.client_to_server, 4);
+  Tensor wrong_dtype = empty({5}, kInt64);
+  EXPECT_THAT(ferry::testing::error_of<TransportError>(
+                  [&] { p.server->recv(wrong_dtype, p.server_to_client, 4).get(); }),
+              AllOf(HasSubstr("expected int64"), HasSubstr("got int32")));
+  p.client->send(full({3}, Scalar(7.0), kFloat32), p.client_to_server, 4);
+  EXPECT_ALL_CLOSE(p.server->recv(p.server_to_client, 4).get(), full({3}, Scalar(7.0), kFloat32));
+  small.wait();
+  EXPECT_THAT(ferry::testing::error_of<TransportError>(
+                  [&] { p.client->send(ones({1}), p.client_to_server, uint64_t{1} << 36); }),
+              HasSubstr("expected a tag below 2^36"));
+  EXPECT_THAT(ferry::testing::error_of<TransportError>([&] { p.client->send(ones({1}), 999, 0); }),
+              HasSubstr("expected a connected peer id, got 999"));
+}
+
+TEST(TransportEndpoint, AWaitEndsAtItsTimeoutAndTheReceiveIsCancelled) {
+  Pair p = connect_pair();
+  auto pending = p.server->recv(p.server_to_client, 9);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THAT(ferry::testing::error_of<TransportError>([&] { pending.wait(100ms); }),
+              HasSubstr("timed out after 100 ms receiving from client (127.0.0.1:"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  // The cancelled receive does not take the next tensor: a new one does.
+  p.client->send(full({2}, Scalar(5), kInt64), p.client_to_server, 9).wait();
+  EXPECT_ALL_CLOSE(p.server->recv(p.server_to_client, 9).get(), full({2}, Scalar(5), kInt64));
+}
+
+TEST(TransportEndpoint, APeerThatGoesAwayFailsPendingOperationsNamingIt) {
+  Pair p = connect_pair(options_named("server"), options_named("client", 20s));
+  auto pending = p.client->recv(p.client_to_server, 1);
+  const auto start = std::chrono::steady_clock::now();
+  p.server.reset();  // closes its connections
+  const std::string error = ferry::testing::error_of<TransportError>([&] { pending.wait(); });
+  EXPECT_THAT(error, HasSubstr("peer server (127.0.0.1:"));
+  EXPECT_THAT(error, HasSubstr("is gone"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+  EXPECT_THAT(ferry::testing::error_of<TransportError>(
+                  [&] { p.client->send(ones({1}), p.client_to_server, 0); }),
+              HasSubstr("is not connected"));
+}
+
+}  // namespace
+}  // namespace ferry::transport

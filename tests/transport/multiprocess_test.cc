@@ -1,0 +1,236 @@
+// The transport between processes: this test's endpoint and one to three transport_peer
+// processes (tests/transport/peer), over loopback TCP and over shared memory (UCX_TLS), with
+// random tensors from a printed seed, sim devices with chaos, and a peer killed mid-receive. Every
+// child is killed and reaped when its deadline passes; every wait is bounded.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ferry/ferry.h"
+#include "ferry/transport/endpoint.h"
+#include "tests/support/errors.h"
+#include "tests/support/random.h"
+#include "tests/support/tensor_compare.h"
+
+extern char** environ;
+
+namespace ferry::transport {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+const char* peer_program() { return std::getenv("FERRY_TRANSPORT_PEER"); }
+
+// Sets an environment variable for this scope (the test's endpoint reads UCX_TLS when created,
+// and the children inherit it).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// A transport_peer process; killed and reaped on destruction if still running.
+class Child {
+ public:
+  explicit Child(std::vector<std::string> args) {
+    args.insert(args.begin(), peer_program());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ);
+    if (rc != 0) pid_ = -1;
+  }
+  ~Child() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  // The exit status, waiting up to `timeout` (then killed: -1).
+  int wait(std::chrono::milliseconds timeout = 30s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    int status = 0;
+    while (pid_ > 0) {
+      const pid_t r = waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+        pid_ = -1;
+        return -1;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// The transports under test: UCX_TLS values. Connections are made and authenticated over TCP in
+// both (UCX's sockaddr connection manager); the tensors then move over what UCX_TLS allows
+// between the two processes: TCP over loopback, or shared memory.
+struct Transport {
+  std::string name;
+  std::string tls;
+  std::string data_lane;  // what ucp_ep_print_info shows for the data endpoint's lane
+};
+void PrintTo(const Transport& t, std::ostream* out) {
+  *out << t.name << " (UCX_TLS=" << t.tls << ")";
+}
+
+class TransportProcesses : public ::testing::TestWithParam<Transport> {
+ protected:
+  void SetUp() override {
+    if (peer_program() == nullptr) GTEST_SKIP() << "FERRY_TRANSPORT_PEER is not set (run ctest)";
+  }
+  EndpointOptions options() const {
+    EndpointOptions o;
+    o.name = "test";
+    o.secret = "multiprocess-secret";
+    o.timeout = 30s;
+    return o;
+  }
+  ScopedEnv secret_{"FERRY_TRANSPORT_SECRET", "multiprocess-secret"};
+  ScopedEnv tls_{"UCX_TLS", GetParam().tls};
+};
+
+TEST_P(TransportProcesses, TwoProcessesEchoRandomTensorsBitForBit) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  Endpoint endpoint(options());
+  const uint16_t port = endpoint.listen();
+  auto rng = ferry::testing::test_rng();
+  Generator gen(ferry::testing::test_seed());
+  const std::vector<ScalarType> dtypes = {kFloat32, kBFloat16, kFloat64,  kInt64,
+                                          kUInt8,   kBool,     kComplex64};
+  std::vector<Tensor> sent;
+  for (int i = 0; i < 24; ++i) {
+    const int64_t rows = 1 + int64_t(rng() % 300), cols = 1 + int64_t(rng() % 3000);
+    Tensor t = randn({rows, cols}, kFloat64, &gen).mul(50.0).to(dtypes[i % dtypes.size()]);
+    if (i % 3 == 1) t = t.t();                   // dense, transposed
+    if (i % 3 == 2) t = t.slice(1, 0, cols, 2);  // strided
+    sent.push_back(t);
+  }
+  Child child({"echo", std::to_string(port), std::to_string(sent.size()), "cpu"});
+  ASSERT_GT(child.pid(), 0);
+  const PeerId peer = endpoint.accept();
+  EXPECT_THAT(endpoint.peer_name(peer), HasSubstr("echo-peer (127.0.0.1:"));
+  // The data moves over the transport under test (UCX's own account of the connection).
+  EXPECT_THAT(endpoint.describe(peer), HasSubstr(GetParam().data_lane)) << endpoint.describe(peer);
+  std::vector<Future<void>> sends;
+  for (size_t i = 0; i < sent.size(); ++i) sends.push_back(endpoint.send(sent[i], peer, i));
+  for (size_t i = 0; i < sent.size(); ++i) {
+    SCOPED_TRACE("tensor " + std::to_string(i));
+    const Tensor back = endpoint.recv(peer, i).get();
+    EXPECT_EQ(back.scalar_type(), sent[i].scalar_type());
+    EXPECT_ALL_CLOSE(back.to(kComplex128), sent[i].to(kComplex128), 0.0, 0.0);
+  }
+  for (auto& s : sends) s.wait();
+  EXPECT_EQ(child.wait(), 0);
+}
+
+// Device tensors both ways: the child receives onto sim:0 and sends from there (its own sim
+// device, chaos on), this process sends from sim:0 and receives onto sim:1.
+TEST_P(TransportProcesses, DeviceTensorsCrossProcessesInStreamOrder) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  ScopedEnv chaos("FERRY_SIM_CHAOS",
+                  std::to_string(ferry::testing::test_seed() % 100000) + ":300us");
+  sim::reset_config();
+  Endpoint endpoint(options());
+  const uint16_t port = endpoint.listen();
+  Child child({"echo", std::to_string(port), "4", "sim:0"});
+  const PeerId peer = endpoint.accept();
+  Generator gen(ferry::testing::test_seed());
+  for (int i = 0; i < 4; ++i) {
+    const Tensor host = randn({i % 2 == 0 ? 500 : 400000}, kFloat32, &gen);
+    Tensor on_device = host.to(Device("sim:0"));
+    on_device.mul_(2.0);  // queued; the send waits for it
+    auto sent = endpoint.send(on_device, peer, uint64_t(i));
+    const Tensor back = endpoint.recv(peer, uint64_t(i), TensorOptions(Device("sim:1"))).get();
+    sent.wait();
+    EXPECT_EQ(back.device(), Device("sim:1"));
+    EXPECT_ALL_CLOSE(back.to(kCPU), host.mul(2.0), 0.0, 0.0);
+  }
+  EXPECT_EQ(child.wait(), 0);
+  sim::reset_config();
+}
+
+// Four processes: this one (rank 0) and three peers that connect to each other through the ports
+// this one relays, exchange a tensor with every other peer and report what they checked.
+TEST_P(TransportProcesses, FourProcessesExchangeWithEachOther) {
+  constexpr int64_t kWorld = 4;
+  Endpoint endpoint(options());
+  const uint16_t port = endpoint.listen();
+  std::vector<std::unique_ptr<Child>> children;
+  for (int64_t rank = 1; rank < kWorld; ++rank) {
+    children.push_back(std::make_unique<Child>(std::vector<std::string>{
+        "mesh", std::to_string(port), std::to_string(rank), std::to_string(kWorld)}));
+  }
+  std::vector<PeerId> peers;
+  Tensor ports = zeros({kWorld}, kInt64);
+  for (int64_t i = 1; i < kWorld; ++i) {
+    const PeerId p = endpoint.accept();
+    peers.push_back(p);
+    const int64_t rank = std::stoll(endpoint.peer_name(p).substr(4, 1));  // "rank<k> (...)"
+    ports[rank].fill_(endpoint.recv(p, 0).get().item<int64_t>());
+  }
+  for (PeerId p : peers) endpoint.send(ports, p, 0).wait();
+  for (PeerId p : peers) {
+    const Tensor report = endpoint.recv(p, 1).get();
+    EXPECT_EQ(report[1].item<int64_t>(), kWorld - 2)
+        << "rank " << report[0].item<int64_t>() << " checked fewer tensors than it received";
+  }
+  for (PeerId p : peers) endpoint.send(zeros({1}), p, 3).wait();
+  for (auto& child : children) EXPECT_EQ(child->wait(), 0);
+}
+
+// A peer killed while this process waits for it: the wait ends with an error naming the peer,
+// well before the timeout.
+TEST_P(TransportProcesses, AKilledPeerFailsThePendingReceiveNamingIt) {
+  Endpoint endpoint(options());
+  const uint16_t port = endpoint.listen();
+  Child child({"idle", std::to_string(port)});
+  const PeerId peer = endpoint.accept();
+  auto pending = endpoint.recv(peer, 0);
+  kill(child.pid(), SIGKILL);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string error = ferry::testing::error_of<TransportError>([&] { pending.wait(); });
+  EXPECT_THAT(error, HasSubstr("peer idle-peer (127.0.0.1:"));
+  EXPECT_THAT(error, HasSubstr("is gone"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 25s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, TransportProcesses,
+                         ::testing::Values(Transport{"tcp", "tcp", "tcp/lo"},
+                                           Transport{"shared_memory", "sm,tcp", "/memory"}),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace ferry::transport

@@ -1,0 +1,151 @@
+// The transport's wire records and proofs: headers round-trip, hostile headers (random bytes,
+// truncations, each field corrupted) are refused with a TransportError naming the field and never
+// crash, and a proof only verifies for its own secret, role and nonces.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "ferry/transport/auth.h"
+#include "ferry/transport/wire.h"
+#include "tests/support/errors.h"
+#include "tests/support/random.h"
+
+namespace ferry::transport {
+namespace {
+
+using ::testing::HasSubstr;
+
+TensorHeader sample_header() {
+  TensorHeader h;
+  h.dtype = kBFloat16;
+  h.sizes = {4, 3, 5};
+  h.strides = {1, 20, 4};  // a dense permutation
+  h.seq = 12345;
+  h.payload_bytes = 4 * 3 * 5 * 2;
+  return h;
+}
+
+std::string decode_error(const std::vector<std::byte>& message, uint64_t limit = 1 << 30) {
+  return ferry::testing::error_of<TransportError>(
+      [&] { decode_tensor_header(message, limit, "peer P"); });
+}
+
+TEST(TransportWire, HeadersRoundTripWithAndWithoutInlinePayload) {
+  TensorHeader h = sample_header();
+  auto decoded = decode_tensor_header(encode_tensor_header(h), 1 << 30, "peer P").header;
+  EXPECT_EQ(decoded.dtype, h.dtype);
+  EXPECT_EQ(decoded.sizes, h.sizes);
+  EXPECT_EQ(decoded.strides, h.strides);
+  EXPECT_EQ(decoded.seq, h.seq);
+  EXPECT_FALSE(decoded.payload_inline);
+  std::vector<std::byte> payload(h.payload_bytes);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = std::byte(i * 7);
+  h.payload_inline = true;
+  const auto message = encode_tensor_header(h, payload);
+  const auto with_payload = decode_tensor_header(message, 1 << 30, "peer P");
+  ASSERT_EQ(with_payload.inline_payload.size(), payload.size());
+  EXPECT_EQ(std::memcmp(with_payload.inline_payload.data(), payload.data(), payload.size()), 0);
+  // A zero-element tensor and a scalar.
+  TensorHeader empty;
+  empty.sizes = {0, 7};
+  empty.strides = {7, 1};
+  EXPECT_EQ(decode_tensor_header(encode_tensor_header(empty), 0, "p").header.sizes, empty.sizes);
+  TensorHeader scalar;
+  scalar.payload_bytes = 4;
+  EXPECT_TRUE(decode_tensor_header(encode_tensor_header(scalar), 4, "p").header.sizes.empty());
+}
+
+// Writes `value` at `offset` of an encoded sample header.
+template <typename T>
+std::vector<std::byte> corrupted(size_t offset, T value) {
+  auto message = encode_tensor_header(sample_header());
+  std::memcpy(message.data() + offset, &value, sizeof(T));
+  return message;
+}
+
+TEST(TransportWire, EachCorruptedFieldIsRefusedNamingIt) {
+  EXPECT_THAT(decode_error(corrupted<uint32_t>(0, 0xdeadbeef)), HasSubstr("wrong magic number"));
+  EXPECT_THAT(decode_error(corrupted<uint16_t>(4, 9)), HasSubstr("expected wire version 1, got 9"));
+  EXPECT_THAT(decode_error(corrupted<uint8_t>(6, 200)), HasSubstr("expected a dtype code below"));
+  EXPECT_THAT(decode_error(corrupted<uint8_t>(7, 17)),
+              HasSubstr("expected at most 16 dimensions, got 17"));
+  EXPECT_THAT(decode_error(corrupted<uint32_t>(8, 6)), HasSubstr("unknown flags"));
+  EXPECT_THAT(decode_error(corrupted<uint64_t>(24, 999)),
+              HasSubstr("expected a payload of 60 elements of bfloat16, got 999 bytes"));
+  EXPECT_THAT(decode_error(corrupted<int64_t>(32, -4)), HasSubstr("expected sizes >= 0, got -4"));
+  EXPECT_THAT(decode_error(corrupted<int64_t>(32, int64_t{1} << 62)),
+              HasSubstr("overflows 64 bits"));
+  EXPECT_THAT(decode_error(corrupted<int64_t>(56, -1)), HasSubstr("expected strides >= 0, got -1"));
+  EXPECT_THAT(decode_error(corrupted<int64_t>(56, 0)),
+              HasSubstr("expected strides of a dense, non-overlapping layout"));
+  EXPECT_THAT(decode_error(encode_tensor_header(sample_header()), 100),
+              HasSubstr("expected a payload of at most 100 bytes"));
+  auto truncated = encode_tensor_header(sample_header());
+  truncated.resize(40);
+  EXPECT_THAT(decode_error(truncated), HasSubstr("expected 80 bytes for 3 dimensions, got 40"));
+  truncated.resize(10);
+  EXPECT_THAT(decode_error(truncated), HasSubstr("expected at least 32 bytes, got 10"));
+  auto longer = encode_tensor_header(sample_header());
+  longer.push_back(std::byte{0});
+  EXPECT_THAT(decode_error(longer), HasSubstr("expected a message of 80 bytes, got 81"));
+}
+
+// Random bytes, and valid headers with random bytes flipped: every one either decodes to a header
+// that passes the checks or raises TransportError; nothing else happens.
+TEST(TransportWire, RandomAndMutatedBytesNeverGetPastTheChecks) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  auto rng = ferry::testing::test_rng();
+  int accepted = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::vector<std::byte> message;
+    if (i % 2 == 0) {
+      message.resize(rng() % 400);
+      for (auto& b : message) b = std::byte(rng());
+    } else {
+      message = encode_tensor_header(sample_header());
+      for (int flips = 1 + int(rng() % 4); flips > 0; --flips) {
+        message[rng() % message.size()] = std::byte(rng());
+      }
+    }
+    try {
+      const auto decoded = decode_tensor_header(message, 1 << 20, "fuzz");
+      uint64_t numel = 1;
+      for (int64_t s : decoded.header.sizes) numel *= uint64_t(s);
+      EXPECT_EQ(numel * element_size(decoded.header.dtype), decoded.header.payload_bytes);
+      EXPECT_LE(decoded.header.payload_bytes, uint64_t{1} << 20);
+      ++accepted;
+    } catch (const TransportError&) {
+    }
+  }
+  EXPECT_GT(accepted, 0);  // some mutations (e.g. of the sequence number) stay valid
+}
+
+TEST(TransportWire, HandshakeRecordsRoundTripAndRefuseTheWrongKind) {
+  HandshakeRecord r;
+  r.kind = 2;
+  r.id = 77;
+  r.nonce = make_nonce();
+  r.name = std::string(100, 'x');  // cut to fit
+  const auto bytes = encode_handshake(r);
+  const auto back = decode_handshake(bytes, 2, "p");
+  EXPECT_EQ(back.id, 77u);
+  EXPECT_EQ(back.nonce, r.nonce);
+  EXPECT_EQ(back.name, std::string(kNameBytes - 1, 'x'));
+  EXPECT_THAT(ferry::testing::error_of<TransportError>([&] { decode_handshake(bytes, 3, "p"); }),
+              HasSubstr("expected handshake record 3 from p, got 2"));
+}
+
+TEST(TransportAuth, AProofVerifiesOnlyForItsSecretRoleAndNonces) {
+  const Nonce c = make_nonce(), s = make_nonce();
+  EXPECT_NE(c, s);
+  const Proof proof = make_proof("secret", Role::client, c, s);
+  EXPECT_TRUE(verify_proof("secret", Role::client, c, s, proof));
+  EXPECT_FALSE(verify_proof("secreT", Role::client, c, s, proof));
+  EXPECT_FALSE(verify_proof("secret", Role::server, c, s, proof));
+  EXPECT_FALSE(verify_proof("secret", Role::client, s, c, proof));
+  EXPECT_FALSE(verify_proof("secret", Role::client, c, make_nonce(), proof));
+}
+
+}  // namespace
+}  // namespace ferry::transport
