@@ -350,9 +350,19 @@ void EndpointState::advance_handshake(Connection& conn) {
   }
 }
 
+// UCX can report a peer's departure before it has handed over everything the peer sent before
+// leaving (a shared-memory FIFO is read after the liveness check that failed, a socket's last
+// bytes after its reset). So a failure is taken in two steps: no new operation with the peer
+// starts from now, and its pending ones fail, and the connection closes, kPeerGoneGrace later,
+// receiving what arrives meanwhile.
 void EndpointState::handle_ep_error(Connection& conn, ucs_status_t status) {
-  if (conn.phase == Phase::closed || conn.phase == Phase::failed) return;
-  disconnect_locked(conn, std::string("the connection failed: ") + ucs_status_string(status));
+  if (conn.phase == Phase::closed || conn.phase == Phase::failed || conn.gone_since) return;
+  if (conn.phase != Phase::admitted) {
+    disconnect_locked(conn, std::string("the connection failed: ") + ucs_status_string(status));
+    return;
+  }
+  conn.failure = std::string("the connection failed: ") + ucs_status_string(status);
+  conn.gone_since = Clock::now();
 }
 
 void EndpointState::disconnect_locked(Connection& conn, const std::string& why, bool orderly) {
@@ -364,7 +374,7 @@ void EndpointState::disconnect_locked(Connection& conn, const std::string& why, 
   }
   conn.unposted.clear();
   std::erase(accept_queue_, conn.id);
-  close_ep(conn, /*flush=*/orderly && was_admitted);
+  close_ep(conn, /*flush=*/orderly && was_admitted && !conn.gone_since);
 }
 
 // An orderly close first flushes the data endpoint (what was sent before it is delivered) for up
@@ -419,8 +429,8 @@ Connection& EndpointState::admitted(PeerId peer) {
   FERRY_CHECK_AS(TransportError, it != connections_.end(), "transport: expected a connected ",
                  "peer id, got ", peer);
   Connection& conn = *it->second;
-  FERRY_CHECK_AS(TransportError, conn.phase == Phase::admitted, "transport: peer ", conn.label(),
-                 " is not connected: ",
+  FERRY_CHECK_AS(TransportError, conn.phase == Phase::admitted && !conn.gone_since,
+                 "transport: peer ", conn.label(), " is not connected: ",
                  conn.phase == Phase::handshaking ? "still authenticating" : conn.failure);
   return conn;
 }
@@ -428,7 +438,7 @@ Connection& EndpointState::admitted(PeerId peer) {
 Connection& EndpointState::receivable(PeerId peer, uint64_t tag) {
   auto it = connections_.find(peer);
   if (it != connections_.end() && it->second->was_admitted &&
-      it->second->phase != Phase::admitted) {
+      (it->second->phase != Phase::admitted || it->second->gone_since)) {
     ucp_tag_recv_info_t info{};
     if (ucp_tag_probe_nb(worker_, tag, kFullTagMask, 0, &info) != nullptr) return *it->second;
   }

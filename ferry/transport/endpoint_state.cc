@@ -277,7 +277,11 @@ void EndpointState::fail_peer_ops_locked(PeerId peer, const std::string& message
 void EndpointState::check_deadlines_locked() {
   const auto now = Clock::now();
   for (auto& [id, conn] : connections_) {
-    if (conn->phase == Phase::handshaking && now > conn->handshake_deadline) {
+    if (conn->gone_since && conn->phase == Phase::admitted &&
+        now - *conn->gone_since >= kPeerGoneGrace) {
+      const std::string failure = conn->failure;
+      disconnect_locked(*conn, failure);
+    } else if (conn->phase == Phase::handshaking && now > conn->handshake_deadline) {
       disconnect_locked(*conn, "the handshake did not finish within " +
                                    std::to_string(options.timeout.count()) + " ms");
     }

@@ -34,6 +34,9 @@ namespace ferry::transport::detail {
 using Clock = std::chrono::steady_clock;
 class EndpointState;
 
+// How long a connection whose peer UCX reported gone keeps receiving what the peer sent before.
+inline constexpr std::chrono::milliseconds kPeerGoneGrace{200};
+
 enum class OpStatus { pending, done, failed };
 
 struct Operation {
@@ -72,8 +75,9 @@ struct Connection {
   std::string name;     // the name the peer gave
   std::string address;  // host:port
   Phase phase = Phase::handshaking;
-  bool was_admitted = false;      // tensors it sent before leaving may still be received
-  void* flush_request = nullptr;  // an orderly close's flush in flight
+  bool was_admitted = false;  // tensors it sent before leaving may still be received
+  std::optional<Clock::time_point> gone_since;  // UCX reported the peer gone (connections.cc)
+  void* flush_request = nullptr;                // an orderly close's flush in flight
   Clock::time_point flush_deadline;
   std::string failure;
   // Handshake
