@@ -109,8 +109,10 @@ uint16_t EndpointState::listen(const std::string& host, uint16_t port) {
   FERRY_CHECK_AS(TransportError, status == UCS_OK,
                  "transport: ucp_listener_query failed: ", ucs_status_string(status));
   const auto& bound = attr.sockaddr;
-  return bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6&>(bound).sin6_port)
-                                     : ntohs(reinterpret_cast<const sockaddr_in&>(bound).sin_port);
+  listening_port = bound.ss_family == AF_INET6
+                       ? ntohs(reinterpret_cast<const sockaddr_in6&>(bound).sin6_port)
+                       : ntohs(reinterpret_cast<const sockaddr_in&>(bound).sin_port);
+  return *listening_port;
 }
 
 void EndpointState::accept_conn_request(ucp_conn_request_h request) {

@@ -21,6 +21,10 @@ uint16_t Endpoint::listen(const std::string& host, uint16_t port) {
   return state_->listen(host, port);
 }
 PeerId Endpoint::accept() { return state_->accept(); }
+std::optional<uint16_t> Endpoint::listening_port() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->listening_port;
+}
 PeerId Endpoint::connect(const std::string& host, uint16_t port) {
   return state_->connect(host, port);
 }

@@ -91,6 +91,8 @@ class Endpoint {
 
   // Listens on host:port (port 0: any free port) and returns the port. Loopback unless told.
   uint16_t listen(const std::string& host = "127.0.0.1", uint16_t port = 0);
+  // The port listen() bound, if it was called.
+  std::optional<uint16_t> listening_port() const;
   // The next peer that connected and proved the secret; waits up to the timeout.
   PeerId accept();
   // Connects to a listening endpoint and authenticates both ways; waits up to the timeout.

@@ -146,6 +146,7 @@ class EndpointState {
   const std::string secret;
   mutable std::mutex mutex;
   std::atomic<int> waiters{0};
+  std::optional<uint16_t> listening_port;
 
   // Called from UCX callbacks (inside progress).
   std::vector<Completion> completions;

@@ -17,9 +17,11 @@
 
 #include "ferry/ferry.h"
 #include "ferry/transport/endpoint.h"
+#include "ferry/transport/group.h"
 #include "tests/support/errors.h"
 #include "tests/support/random.h"
 #include "tests/support/tensor_compare.h"
+#include "tests/transport/peer/mesh.h"
 
 extern char** environ;
 
@@ -182,32 +184,34 @@ TEST_P(TransportProcesses, DeviceTensorsCrossProcessesInStreamOrder) {
   sim::reset_config();
 }
 
-// Four processes: this one (rank 0) and three peers that connect to each other through the ports
-// this one relays, exchange a tensor with every other peer and report what they checked.
+// Four processes: this one (rank 0) and three peers join a group with Group::rendezvous, then
+// every rank exchanges a tensor with every other and the peers report what they checked.
 TEST_P(TransportProcesses, FourProcessesExchangeWithEachOther) {
-  constexpr int64_t kWorld = 4;
-  Endpoint endpoint(options());
-  const uint16_t port = endpoint.listen();
+  constexpr int kWorld = 4;
+  auto endpoint = std::make_shared<Endpoint>(options());
+  const uint16_t port = endpoint->listen();
   std::vector<std::unique_ptr<Child>> children;
-  for (int64_t rank = 1; rank < kWorld; ++rank) {
+  for (int rank = 1; rank < kWorld; ++rank) {
     children.push_back(std::make_unique<Child>(std::vector<std::string>{
         "mesh", std::to_string(port), std::to_string(rank), std::to_string(kWorld)}));
   }
-  std::vector<PeerId> peers;
-  Tensor ports = zeros({kWorld}, kInt64);
-  for (int64_t i = 1; i < kWorld; ++i) {
-    const PeerId p = endpoint.accept();
-    peers.push_back(p);
-    const int64_t rank = std::stoll(endpoint.peer_name(p).substr(4, 1));  // "rank<k> (...)"
-    ports[rank].fill_(endpoint.recv(p, 0).get().item<int64_t>());
+  const Group group = Group::rendezvous(endpoint, 0, kWorld, "127.0.0.1", port);
+  std::vector<Future<void>> sends;
+  for (int rank = 1; rank < kWorld; ++rank) {
+    EXPECT_THAT(endpoint->peer_name(group.peer(rank)), HasSubstr("rank" + std::to_string(rank)));
+    sends.push_back(endpoint->send(testing::mesh_tensor(0, rank), group.peer(rank), 2));
   }
-  for (PeerId p : peers) endpoint.send(ports, p, 0).wait();
-  for (PeerId p : peers) {
-    const Tensor report = endpoint.recv(p, 1).get();
-    EXPECT_EQ(report[1].item<int64_t>(), kWorld - 2)
-        << "rank " << report[0].item<int64_t>() << " checked fewer tensors than it received";
+  for (int rank = 1; rank < kWorld; ++rank) {
+    EXPECT_ALL_CLOSE(endpoint->recv(group.peer(rank), 2).get(), testing::mesh_tensor(rank, 0), 0.0,
+                     0.0);
   }
-  for (PeerId p : peers) endpoint.send(zeros({1}), p, 3).wait();
+  for (int rank = 1; rank < kWorld; ++rank) {
+    const Tensor report = endpoint->recv(group.peer(rank), 1).get();
+    EXPECT_EQ(report[0].item<int64_t>(), rank);
+    EXPECT_EQ(report[1].item<int64_t>(), kWorld - 1) << "rank " << rank << " got a wrong tensor";
+  }
+  for (auto& s : sends) s.wait();
+  for (int rank = 1; rank < kWorld; ++rank) endpoint->send(zeros({1}), group.peer(rank), 3).wait();
   for (auto& child : children) EXPECT_EQ(child->wait(), 0);
 }
 

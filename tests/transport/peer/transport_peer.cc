@@ -4,8 +4,9 @@
 // the scenario finished, 1 with a message on stderr otherwise; every wait is bounded.
 //   transport_peer echo PORT COUNT DEVICE   receive COUNT tensors (tags 0..COUNT-1) onto DEVICE
 //                                           and send each back under the same tag
-//   transport_peer mesh PORT RANK WORLD     connect to the test (rank 0), learn the other
-//                                           ranks' ports, exchange a tensor with each, report
+//   transport_peer mesh PORT RANK WORLD     join the test's group (it is rank 0) with
+//                                           Group::rendezvous, exchange a tensor with every
+//                                           rank, report to rank 0
 //   transport_peer idle PORT                connect and wait to be killed
 #include <chrono>
 #include <cstdio>
@@ -16,6 +17,8 @@
 
 #include "ferry/ferry.h"
 #include "ferry/transport/endpoint.h"
+#include "ferry/transport/group.h"
+#include "tests/transport/peer/mesh.h"
 
 namespace {
 
@@ -30,11 +33,6 @@ EndpointOptions peer_options(const std::string& name) {
   return o;
 }
 
-// What rank `from` sends rank `to` in the mesh: distinct per pair, checkable by the receiver.
-Tensor mesh_tensor(int64_t from, int64_t to) {
-  return arange(1000 + 37 * from + to, kFloat64).mul(double(from + 1)).add(double(to));
-}
-
 int echo(uint16_t port, int count, const std::string& device) {
   Endpoint endpoint(peer_options("echo-peer"));
   const PeerId test = endpoint.connect("127.0.0.1", port);
@@ -46,38 +44,27 @@ int echo(uint16_t port, int count, const std::string& device) {
   return 0;
 }
 
-int mesh(uint16_t port, int64_t rank, int64_t world) {
-  Endpoint endpoint(peer_options("rank" + std::to_string(rank)));
-  const PeerId test = endpoint.connect("127.0.0.1", port);
-  const uint16_t own_port = endpoint.listen();
-  endpoint.send(full({1}, Scalar(int64_t{own_port}), kInt64), test, 0).wait();
-  const Tensor ports = endpoint.recv(test, 0).get();  // [world]: every rank's port
-  // Ranks connect to the ranks below them (except the test, already connected) and accept
-  // the ranks above; each connector names its rank first.
-  std::map<int64_t, PeerId> peers;
-  for (int64_t other = 1; other < rank; ++other) {
-    const PeerId p = endpoint.connect("127.0.0.1", uint16_t(ports[other].item<int64_t>()));
-    endpoint.send(full({1}, Scalar(rank), kInt64), p, 1).wait();
-    peers[other] = p;
-  }
-  for (int64_t other = rank + 1; other < world; ++other) {
-    const PeerId p = endpoint.accept();
-    peers[endpoint.recv(p, 1).get().item<int64_t>()] = p;
-  }
+int mesh(uint16_t port, int rank, int world) {
+  auto endpoint = std::make_shared<Endpoint>(peer_options("rank" + std::to_string(rank)));
+  const Group group = Group::rendezvous(endpoint, rank, world, "127.0.0.1", port);
   std::vector<Future<void>> sends;
-  for (auto [other, p] : peers) sends.push_back(endpoint.send(mesh_tensor(rank, other), p, 2));
+  for (int other = 0; other < world; ++other) {
+    if (other != rank)
+      sends.push_back(endpoint->send(testing::mesh_tensor(rank, other), group.peer(other), 2));
+  }
   int64_t good = 0;
-  for (auto [other, p] : peers) {
-    const Tensor got = endpoint.recv(p, 2).get();
-    const Tensor want = mesh_tensor(other, rank);
+  for (int other = 0; other < world; ++other) {
+    if (other == rank) continue;
+    const Tensor got = endpoint->recv(group.peer(other), 2).get();
+    const Tensor want = testing::mesh_tensor(other, rank);
     if (got.sizes() == want.sizes() && got.sub(want).abs().sum().item<double>() == 0.0) ++good;
   }
   for (auto& s : sends) s.wait();
   Tensor report = empty({2}, kInt64);
-  report[0].fill_(rank);
+  report[0].fill_(int64_t{rank});
   report[1].fill_(good);
-  endpoint.send(report, test, 1).wait();
-  endpoint.recv(test, 3).get();  // the test's go-ahead to leave, once every rank reported
+  endpoint->send(report, group.peer(0), 1).wait();
+  endpoint->recv(group.peer(0), 3).get();  // the test's go-ahead to leave, once every rank reported
   return 0;
 }
 
@@ -96,7 +83,7 @@ int main(int argc, char** argv) {
     if (scenario == "echo" && argc == 5)
       return echo(uint16_t(std::stoi(argv[2])), std::stoi(argv[3]), argv[4]);
     if (scenario == "mesh" && argc == 5)
-      return mesh(uint16_t(std::stoi(argv[2])), std::stoll(argv[3]), std::stoll(argv[4]));
+      return mesh(uint16_t(std::stoi(argv[2])), std::stoi(argv[3]), std::stoi(argv[4]));
     if (scenario == "idle" && argc == 3) return idle(uint16_t(std::stoi(argv[2])));
     std::fprintf(
         stderr,
