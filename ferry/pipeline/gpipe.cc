@@ -2,6 +2,7 @@
 // with the workers, streams, checkpoints and tracing spans it needs (see gpipe.h).
 #include "ferry/pipeline/gpipe.h"
 
+#include <algorithm>
 #include <exception>
 #include <numeric>
 #include <sstream>
@@ -15,6 +16,9 @@
 #include "ferry/pipeline/dependency.h"
 #include "ferry/pipeline/function.h"
 #include "ferry/pipeline/microbatch.h"
+#if FERRY_WITH_TRANSPORT
+#include "ferry/pipeline/remote.h"
+#endif
 #include "ferry/pipeline/schedule.h"
 #include "ferry/pipeline/stream.h"
 #include "ferry/pipeline/worker.h"
@@ -106,6 +110,62 @@ GPipe::GPipe(nn::Sequential module, std::vector<int64_t> balance, std::vector<De
       balance_(std::move(balance)),
       chunks_(chunks),
       checkpoint_(parse_checkpoint_mode(checkpoint)) {
+  ranks_.assign(devices_.size(), 0);
+  last_ = static_cast<int64_t>(devices_.size()) - 1;
+  build(std::move(module), deferred_batch_norm);
+}
+
+GPipe::GPipe(nn::Sequential module, std::vector<int64_t> balance,
+             const std::vector<std::string>& placements, int64_t chunks,
+             std::shared_ptr<transport::Group> group, const std::string& checkpoint,
+             bool deferred_batch_norm)
+    : balance_(std::move(balance)),
+      chunks_(chunks),
+      checkpoint_(parse_checkpoint_mode(checkpoint)) {
+#if FERRY_WITH_TRANSPORT
+  FERRY_CHECK(group != nullptr, "GPipe: expected a transport::Group for placements across ",
+              "processes, but got none");
+  for (const std::string& text : placements) {
+    const Placement p = parse_placement(text);
+    FERRY_CHECK(p.rank < group->size(), "GPipe: expected ranks below the group's size ",
+                group->size(), ", but placement \"", text, "\" names rank ", p.rank);
+    FERRY_CHECK(ranks_.empty() || p.rank >= ranks_.back(), "GPipe: expected the partitions' ",
+                "ranks in order (each rank's partitions contiguous), but \"", text,
+                "\" comes after rank ", ranks_.back());
+    ranks_.push_back(p.rank);
+    devices_.push_back(p.device);
+  }
+  const auto own = std::find(ranks_.begin(), ranks_.end(), group->rank());
+  FERRY_CHECK(own != ranks_.end(), "GPipe: expected at least one partition on this process (rank ",
+              group->rank(), "), but the placements give it none");
+  first_ = own - ranks_.begin();
+  last_ = std::find_if(own, ranks_.end(), [&](int r) { return r != group->rank(); }) -
+          ranks_.begin() - 1;
+  FERRY_CHECK(chunks_ < kCountSlot, "GPipe: expected fewer than ", kCountSlot, " chunks across ",
+              "processes, but got ", chunks_);
+  group_ = std::move(group);
+  sends_ = std::make_shared<SendLog>();
+  build(std::move(module), deferred_batch_norm);
+#else
+  (void)module, (void)placements, (void)group, (void)deferred_batch_norm;
+  FERRY_FAIL_AS(NotImplementedError, "GPipe across processes needs ferry's transport (UCX), but ",
+                "this build has none (configure with libucx-dev and libssl-dev installed)");
+#endif
+}
+
+GPipe::~GPipe() {
+#if FERRY_WITH_TRANSPORT
+  if (sends_) {
+    try {
+      sends_->drain();
+    } catch (const std::exception&) {
+      // A peer gone or a send timed out: nothing left to deliver it to.
+    }
+  }
+#endif
+}
+
+void GPipe::build(nn::Sequential module, bool deferred_batch_norm) {
   FERRY_CHECK(chunks_ >= 1, "GPipe: expected chunks >= 1, but got ", chunks_);
   FERRY_CHECK(!balance_.empty(), "GPipe: expected at least one partition in balance, but got none");
   FERRY_CHECK(balance_.size() == devices_.size(), "GPipe: expected one device per partition (",
@@ -123,7 +183,8 @@ GPipe::GPipe(nn::Sequential module, std::vector<int64_t> balance, std::vector<De
   for (size_t j = 0; j < balance_.size(); ++j) {
     nn::Sequential part = full.slice(offset, offset + balance_[j]);
     offset += balance_[j];
-    part->to(devices_[j]);
+    const auto local = static_cast<int64_t>(j);
+    if (local >= first_ && local <= last_) part->to(devices_[j]);  // other ranks' stay put
     part->train(training_);
     partitions_.push_back(part);
   }
@@ -136,19 +197,41 @@ void GPipe::train(bool on) {
 
 std::vector<Tensor> GPipe::parameters() const {
   std::vector<Tensor> out;
-  for (const nn::Sequential& part : partitions_) {
-    for (const Tensor& p : part.ptr()->parameters()) out.push_back(p);
+  for (int64_t j = first_; j <= last_; ++j) {
+    for (const Tensor& p : partitions_[j].ptr()->parameters()) out.push_back(p);
   }
   return out;
 }
 
 Tensor GPipe::forward(const Tensor& input) {
-  FERRY_CHECK_AS(DeviceError, input.defined() && input.device() == devices_[0],
-                 "GPipe: expected the input on ", devices_[0], " (the first partition's device), ",
-                 "but it is on ", input.defined() ? input.device() : Device("cpu"));
-  std::vector<Batch> batches = scatter({input}, chunks_);
-  const auto m = static_cast<int64_t>(batches.size());
   const auto n = static_cast<int64_t>(partitions_.size());
+  std::vector<Batch> batches;
+  if (first_ == 0) {
+    FERRY_CHECK_AS(DeviceError, input.defined() && input.device() == devices_[0],
+                   "GPipe: expected the input on ", devices_[0], " (the first partition's ",
+                   "device), but it is on ", input.defined() ? input.device() : Device("cpu"));
+    batches = scatter({input}, chunks_);
+  }
+#if FERRY_WITH_TRANSPORT
+  // Across processes: the previous rank says how many micro-batches come (scatter may make fewer
+  // than chunks), and this rank tells the next.
+  const uint64_t run = run_++;
+  if (sends_) sends_->drain();  // the last run's sends, before this run's tags come round
+  if (first_ > 0) {
+    const Tensor count =
+        group_->endpoint()
+            .recv(group_->peer(ranks_[first_ - 1]), remote_tag(run, first_, kCountSlot, false))
+            .get();
+    batches.assign(static_cast<size_t>(count.item<int64_t>()), Batch{});
+  }
+  if (last_ < n - 1) {
+    const Tensor count = full({1}, Scalar(static_cast<int64_t>(batches.size())), kInt64);
+    sends_->add(group_->endpoint().send(count, group_->peer(ranks_[last_ + 1]),
+                                        remote_tag(run, last_ + 1, kCountSlot, false)));
+  }
+  std::vector<Tensor> sent;  // across processes: the phonies of the micro-batches sent on
+#endif
+  const auto m = static_cast<int64_t>(batches.size());
   const bool grad = autograd::GradMode::is_enabled();
   int64_t checkpoint_stop = 0;
   if (training_ && grad) {
@@ -164,7 +247,7 @@ Tensor GPipe::forward(const Tensor& input) {
 
   std::vector<Stream> compute(n);
   std::vector<std::vector<Stream>> copy_streams(n);
-  for (int64_t j = 0; j < n; ++j) {
+  for (int64_t j = first_; j <= last_; ++j) {
     compute[j] = default_stream(devices_[j]);
     for (int64_t i = 0; i < m; ++i) copy_streams[j].push_back(new_stream(devices_[j]));
   }
@@ -176,7 +259,14 @@ Tensor GPipe::forward(const Tensor& input) {
   for (const std::vector<Cell>& schedule : clock_cycles(m, n)) {
     // Fence: the phony dependencies and the copies into each partition's copy stream.
     for (auto [i, j] : schedule) {
+      if (j < first_ || j > last_) continue;  // another rank's
       try {
+#if FERRY_WITH_TRANSPORT
+        if (j == first_ && j > 0) {
+          batches[i] = {remote_recv(*group_, ranks_[j - 1], remote_tag(run, j, i, false),
+                                    remote_tag(run, j, i, true), devices_[j], grad, sends_)};
+        }
+#endif
         // The fork is recorded on the copy stream that carries batches[i - 1] (partition j's
         // output for micro-batch i - 1), the join on the one that carries batches[i] into
         // partition j: their backward nodes then pass gradients on where the gradients arrive,
@@ -185,9 +275,9 @@ Tensor GPipe::forward(const Tensor& input) {
         // copied, ahead of micro-batch i + 1's backward there.)
         if (i != 0) {
           depend(batches[i - 1], batches[i], copy_streams[j][i - 1],
-                 j != 0 ? std::optional<Stream>(copy_streams[j - 1][i]) : std::nullopt);
+                 j != first_ ? std::optional<Stream>(copy_streams[j - 1][i]) : std::nullopt);
         }
-        if (j != 0) {
+        if (j != first_) {
           const Stream& prev = copy_streams[j - 1][i];
           const Stream& next = copy_streams[j][i];
           const Stream& on = prev.is_cpu() ? next : prev;
@@ -203,7 +293,9 @@ Tensor GPipe::forward(const Tensor& input) {
     }
     // Compute: each partition's worker runs its micro-batch.
     for (auto [i, j] : schedule) {
-      if (j != 0) wait(batches[i], copy_streams[j][i], compute[j]);
+      if (j < first_ || j > last_) continue;
+      // A micro-batch received from another rank was written on the compute stream already.
+      if (j != first_) wait(batches[i], copy_streams[j][i], compute[j]);
       Tensor x = batches[i][0];
       if (tracer && grad) {
         spans[i] = std::make_shared<BackwardSpan>(BackwardSpan{tracer, devices_[j], i, j, 0});
@@ -252,6 +344,7 @@ Tensor GPipe::forward(const Tensor& input) {
     std::exception_ptr failure;
     std::string failure_where;
     for (auto [i, j] : schedule) {
+      if (j < first_ || j > last_) continue;
       TaskResult result = workers.get(j);
       if (result.error) {
         if (!failure) {
@@ -263,13 +356,29 @@ Tensor GPipe::forward(const Tensor& input) {
       if (failure) continue;
       Batch batch{result.output};
       if (spans[i] && batch[0].requires_grad()) batch[0] = backward_begin(spans[i], batch[0]);
-      if (j != n - 1) wait(batch, compute[j], copy_streams[j][i]);
+      if (j != n - 1 && j != last_) wait(batch, compute[j], copy_streams[j][i]);
       if (checkpoints[i]) checkpoints[i]->recompute(batch[0]);
       checkpoints[i].reset();
+#if FERRY_WITH_TRANSPORT
+      if (j == last_ && j != n - 1) {
+        // Read on the compute stream, current here: the send waits for it.
+        sent.push_back(remote_send(*group_, ranks_[j + 1], remote_tag(run, j + 1, i, false),
+                                   remote_tag(run, j + 1, i, true), batch[0], sends_));
+      }
+#endif
       batches[i] = std::move(batch);
     }
     if (failure) throw PipelineError(failure_where + message_of(failure));
   }
+#if FERRY_WITH_TRANSPORT
+  if (last_ != n - 1) {
+    // The phonies' sum: a scalar zero whose backward receives each micro-batch's gradient from
+    // the next rank and carries it through this rank's partitions.
+    Tensor root;
+    for (const Tensor& phony : sent) root = root.defined() ? root.add(phony.sum()) : phony.sum();
+    return root.defined() ? root : zeros({}, TensorOptions(kFloat32).device(devices_[last_]));
+  }
+#endif
   return gather(batches)[0];
 }
 

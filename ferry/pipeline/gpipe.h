@@ -34,7 +34,13 @@
 #include "ferry/nn/layers/container.h"
 #include "ferry/pipeline/trace.h"
 
+namespace ferry::transport {
+class Group;
+}
+
 namespace ferry::pipeline {
+
+class SendLog;
 
 class PipelineError : public Error {
  public:
@@ -56,6 +62,20 @@ class GPipe {
   GPipe(nn::Sequential module, std::vector<int64_t> balance, std::vector<Device> devices,
         int64_t chunks, const std::string& checkpoint = "except_last",
         bool deferred_batch_norm = false);
+  // Across processes (docs/pipeline.md, "Across processes"): placements name each partition's
+  // rank and device ("rank0:sim:0", "rank1:sim:0"); every rank of `group` builds the same GPipe
+  // from the same module and runs only its own partitions (the ranks' partitions must be
+  // contiguous, in rank order, each rank holding at least one). Micro-batches go to the next
+  // rank with remote_send / remote_recv and their gradients come back in backward (remote.h).
+  // Every rank calls forward the same number of times; only the first rank's input is used (the
+  // others may pass an undefined tensor). The last rank gets the output as usual; the others get
+  // a scalar zero whose backward() runs their part of the backward. Raises NotImplementedError
+  // when ferry was built without the transport (UCX).
+  GPipe(nn::Sequential module, std::vector<int64_t> balance,
+        const std::vector<std::string>& placements, int64_t chunks,
+        std::shared_ptr<transport::Group> group, const std::string& checkpoint = "except_last",
+        bool deferred_batch_norm = false);
+  ~GPipe();
 
   // x must be on devices()[0] (DeviceError otherwise); the output is on devices().back().
   Tensor forward(const Tensor& input);
@@ -67,9 +87,15 @@ class GPipe {
 
   const std::vector<nn::Sequential>& partitions() const { return partitions_; }
   const std::vector<Device>& devices() const { return devices_; }
+  // Across processes: the rank of each partition, and this process's first and last partition
+  // (in one process: all zeros, 0 and partitions - 1).
+  const std::vector<int>& ranks() const { return ranks_; }
+  int64_t first_partition() const { return first_; }
+  int64_t last_partition() const { return last_; }
   const std::vector<int64_t>& balance() const { return balance_; }
   int64_t chunks() const { return chunks_; }
   CheckpointMode checkpoint() const { return checkpoint_; }
+  // The parameters of this process's partitions.
   std::vector<Tensor> parameters() const;
 
   // Spans of the forwards, backwards, recomputes and copies of later runs go to `tracer`
@@ -77,6 +103,8 @@ class GPipe {
   void set_tracer(std::shared_ptr<Tracer> tracer) { tracer_ = std::move(tracer); }
 
  private:
+  void build(nn::Sequential module, bool deferred_batch_norm);
+
   std::vector<nn::Sequential> partitions_;
   std::vector<Device> devices_;
   std::vector<int64_t> balance_;
@@ -84,6 +112,12 @@ class GPipe {
   CheckpointMode checkpoint_;
   bool training_ = true;
   std::shared_ptr<Tracer> tracer_;
+  std::vector<int> ranks_;
+  int64_t first_ = 0;
+  int64_t last_ = 0;
+  std::shared_ptr<transport::Group> group_;
+  std::shared_ptr<SendLog> sends_;
+  uint64_t run_ = 0;
 };
 
 }  // namespace ferry::pipeline

@@ -16,11 +16,13 @@
 #include <vector>
 
 #include "ferry/ferry.h"
+#include "ferry/pipeline/pipeline.h"
 #include "ferry/transport/endpoint.h"
 #include "ferry/transport/group.h"
 #include "tests/support/errors.h"
 #include "tests/support/random.h"
 #include "tests/support/tensor_compare.h"
+#include "tests/transport/peer/gpipe_case.h"
 #include "tests/transport/peer/mesh.h"
 
 extern char** environ;
@@ -230,6 +232,70 @@ TEST_P(TransportProcesses, AKilledPeerFailsThePendingReceiveNamingIt) {
   EXPECT_THAT(error, HasSubstr("is gone"));
   EXPECT_LT(std::chrono::steady_clock::now() - start, 25s);
 }
+
+// GPipe with its two partitions in two processes (this one rank 0, a transport_peer rank 1):
+// two steps' gradients, and the loss, equal the unpipelined module's, for every checkpoint mode.
+class GPipeAcrossProcesses : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (peer_program() == nullptr) GTEST_SKIP() << "FERRY_TRANSPORT_PEER is not set (run ctest)";
+    sim::reset_config();  // chaos in this process too (the child reads its environment)
+  }
+  void TearDown() override { sim::reset_config(); }
+  ScopedEnv secret_{"FERRY_TRANSPORT_SECRET", "gpipe-secret"};
+  ScopedEnv chaos_{"FERRY_SIM_CHAOS",
+                   std::to_string(ferry::testing::test_seed() % 100000) + ":200us"};
+};
+
+TEST_P(GPipeAcrossProcesses, TrainingStepsGiveTheUnpipelinedGradients) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  const uint64_t seed = ferry::testing::test_seed();
+  nn::Sequential reference = testing::gpipe_case_model(seed);
+  Tensor expected_loss = zeros({});
+  for (int step = 0; step < testing::kGPipeCaseSteps; ++step) {
+    const auto [x, target] = testing::gpipe_case_data(seed, step);
+    const Tensor loss = mse_loss(reference->forward(x), target);
+    loss.backward();
+    expected_loss = expected_loss.add(loss.detach());
+  }
+
+  EndpointOptions o;
+  o.name = "gpipe-rank0";
+  o.timeout = 30s;
+  auto endpoint = std::make_shared<Endpoint>(o);
+  const uint16_t port = endpoint->listen();
+  Child child({"gpipe", std::to_string(port), std::to_string(seed), GetParam()});
+  auto group = std::make_shared<Group>(Group::rendezvous(endpoint, 0, 2, "127.0.0.1", port));
+  nn::Sequential model = testing::gpipe_case_model(seed);
+  pipeline::GPipe pipe(model, testing::kGPipeCaseBalance, testing::kGPipeCasePlacements,
+                       testing::kGPipeCaseChunks, group, GetParam());
+  EXPECT_EQ(pipe.first_partition(), 0);
+  EXPECT_EQ(pipe.last_partition(), 0);
+  for (int step = 0; step < testing::kGPipeCaseSteps; ++step) {
+    const auto [x, target] = testing::gpipe_case_data(seed, step);
+    const Tensor root = pipe.forward(x.to(Device("sim:0")));
+    EXPECT_EQ(root.numel(), 1);  // not the last rank: a scalar zero to run backward from
+    root.backward();
+  }
+  const Tensor loss = endpoint->recv(group->peer(1), 100).get();
+  EXPECT_ALL_CLOSE(loss, expected_loss, 1e-5, 1e-6);
+  const auto want = reference->named_parameters();
+  std::vector<Tensor> got = pipe.parameters();  // rank 0's: the first partition's
+  const size_t own = got.size();
+  for (size_t k = own; k < want.size(); ++k) got.push_back(Tensor());  // rank 1's, below
+  for (size_t k = 0; k < want.size(); ++k) {
+    SCOPED_TRACE(want.items()[k].key());
+    const Tensor grad =
+        k < own ? got[k].grad() : endpoint->recv(group->peer(1), 101 + (k - own)).get();
+    ASSERT_TRUE(grad.defined());
+    EXPECT_ALL_CLOSE(grad.to(kCPU), want.items()[k].value().grad(), 1e-4, 1e-6);
+  }
+  endpoint->send(zeros({1}), group->peer(1), 99).wait();
+  EXPECT_EQ(child.wait(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(CheckpointModes, GPipeAcrossProcesses,
+                         ::testing::Values("always", "except_last", "never"));
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportProcesses,
                          ::testing::Values(Transport{"tcp", "tcp", "tcp/lo"},

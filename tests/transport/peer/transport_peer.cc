@@ -8,6 +8,7 @@
 //                                           Group::rendezvous, exchange a tensor with every
 //                                           rank, report to rank 0
 //   transport_peer idle PORT                connect and wait to be killed
+//   transport_peer gpipe PORT SEED MODE     rank 1 of the two-process GPipe test
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,8 +17,10 @@
 #include <thread>
 
 #include "ferry/ferry.h"
+#include "ferry/pipeline/pipeline.h"
 #include "ferry/transport/endpoint.h"
 #include "ferry/transport/group.h"
+#include "tests/transport/peer/gpipe_case.h"
 #include "tests/transport/peer/mesh.h"
 
 namespace {
@@ -68,6 +71,29 @@ int mesh(uint16_t port, int rank, int world) {
   return 0;
 }
 
+// Rank 1 of the GPipe test: the last partition; computes the loss, runs the backward, sends
+// the loss and its parameters' gradients to rank 0 (tags 100, 101, ...).
+int gpipe(uint16_t port, uint64_t seed, const std::string& checkpoint) {
+  auto endpoint = std::make_shared<Endpoint>(peer_options("gpipe-rank1"));
+  auto group = std::make_shared<Group>(Group::rendezvous(endpoint, 1, 2, "127.0.0.1", port));
+  nn::Sequential model = testing::gpipe_case_model(seed);
+  pipeline::GPipe pipe(model, testing::kGPipeCaseBalance, testing::kGPipeCasePlacements,
+                       testing::kGPipeCaseChunks, group, checkpoint);
+  Tensor total_loss = zeros({});
+  for (int step = 0; step < testing::kGPipeCaseSteps; ++step) {
+    const auto [x, target] = testing::gpipe_case_data(seed, step);
+    const Tensor y = pipe.forward(Tensor());  // the input comes from rank 0
+    const Tensor loss = mse_loss(y, target.to(y.device()));
+    loss.backward();
+    total_loss = total_loss.add(loss.detach().to(kCPU));
+  }
+  endpoint->send(total_loss, group->peer(0), 100).wait();
+  uint64_t tag = 101;
+  for (const Tensor& p : pipe.parameters()) endpoint->send(p.grad(), group->peer(0), tag++).wait();
+  endpoint->recv(group->peer(0), 99).get();  // rank 0 has everything: leave
+  return 0;
+}
+
 int idle(uint16_t port) {
   Endpoint endpoint(peer_options("idle-peer"));
   endpoint.connect("127.0.0.1", port);
@@ -85,9 +111,13 @@ int main(int argc, char** argv) {
     if (scenario == "mesh" && argc == 5)
       return mesh(uint16_t(std::stoi(argv[2])), std::stoi(argv[3]), std::stoi(argv[4]));
     if (scenario == "idle" && argc == 3) return idle(uint16_t(std::stoi(argv[2])));
+    if (scenario == "gpipe" && argc == 5) {
+      return gpipe(uint16_t(std::stoi(argv[2])), std::stoull(argv[3]), argv[4]);
+    }
     std::fprintf(
         stderr,
-        "usage: transport_peer echo PORT COUNT DEVICE | mesh PORT RANK WORLD | idle PORT\n");
+        "usage: transport_peer echo PORT COUNT DEVICE | mesh PORT RANK WORLD | idle PORT | "
+        "gpipe PORT SEED MODE\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "transport_peer: %s\n", e.what());
