@@ -14,9 +14,12 @@ set -euo pipefail
 # but the package does not depend on OpenCL's headers: ocl-icd-opencl-dev brings them.
 # nlohmann-json3-dev parses safetensors headers (ferry/nn); libtomlplusplus-dev parses
 # `ferry serve`'s models.toml (ferry/switch). ninja-build: scripts/build.sh prefers Ninja.
+# libucx-dev and libssl-dev: ferry/transport (UCX, and HMAC for its handshake); ucx-utils:
+# ucx_perftest, which `ferry bench-transport` measures against; iproute2: the transport's
+# network-namespace test.
 packages=(cmake g++ make ninja-build libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev
           libcli11-dev libdnnl-dev ocl-icd-opencl-dev clang-format libdlpack-dev nlohmann-json3-dev
-          libtomlplusplus-dev libucx-dev ucx-utils libssl-dev
+          libtomlplusplus-dev libucx-dev ucx-utils libssl-dev iproute2
           python3 python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest
           python3-matplotlib python3-venv)
 if [[ "${1:-}" == "--torch" ]]; then

@@ -9,6 +9,8 @@
 //                                           rank, report to rank 0
 //   transport_peer idle PORT                connect and wait to be killed
 //   transport_peer gpipe PORT SEED MODE     rank 1 of the two-process GPipe test
+//   transport_peer net-server HOST PORT COUNT       echo COUNT tensors to the first client
+//   transport_peer net-client HOST PORT COUNT SEED  send COUNT random tensors, check the echoes
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -36,13 +38,57 @@ EndpointOptions peer_options(const std::string& name) {
   return o;
 }
 
+// Receives `count` tensors (tags 0..count-1) onto `device` and sends each back.
+void echo_loop(Endpoint& endpoint, PeerId peer, int count, const std::string& device) {
+  for (int i = 0; i < count; ++i) {
+    const Tensor got = endpoint.recv(peer, uint64_t(i), TensorOptions(Device(device))).get();
+    if (got.device() != Device(device)) throw Error("received on the wrong device");
+    endpoint.send(got, peer, uint64_t(i)).wait();
+  }
+}
+
 int echo(uint16_t port, int count, const std::string& device) {
   Endpoint endpoint(peer_options("echo-peer"));
-  const PeerId test = endpoint.connect("127.0.0.1", port);
+  echo_loop(endpoint, endpoint.connect("127.0.0.1", port), count, device);
+  return 0;
+}
+
+// The two ends of the network-namespace test: a server that echoes, and a client that sends
+// random tensors and checks what comes back bit for bit.
+int net_server(const std::string& host, uint16_t port, int count) {
+  Endpoint endpoint(peer_options("net-server"));
+  endpoint.listen(host, port);
+  echo_loop(endpoint, endpoint.accept(), count, "cpu");
+  return 0;
+}
+
+int net_client(const std::string& host, uint16_t port, int count, uint64_t seed) {
+  Endpoint endpoint(peer_options("net-client"));
+  // The server may still be starting in its namespace: retry the connection for a while.
+  PeerId server = 0;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      server = endpoint.connect(host, port);
+      break;
+    } catch (const TransportError&) {
+      if (attempt == 100) throw;
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  Generator gen(seed);
   for (int i = 0; i < count; ++i) {
-    const Tensor got = endpoint.recv(test, uint64_t(i), TensorOptions(Device(device))).get();
-    if (got.device() != Device(device)) throw Error("received on the wrong device");
-    endpoint.send(got, test, uint64_t(i)).wait();
+    Tensor t =
+        randn({1 + i * 37, 1 + i * 911}, kFloat32, &gen).to(i % 2 == 0 ? kFloat32 : kBFloat16);
+    if (i % 3 == 2) t = t.t();
+    endpoint.send(t, server, uint64_t(i)).wait();
+    const Tensor back = endpoint.recv(server, uint64_t(i)).get();
+    if (back.sizes() != t.sizes() || back.scalar_type() != t.scalar_type() ||
+        back.to(kFloat64).sub(t.to(kFloat64)).abs().sum().item<double>() != 0.0) {
+      std::fprintf(stderr, "transport_peer: tensor %d came back different\n", i);
+      return 1;
+    }
+    // While the server is still there (it leaves after the last echo).
+    if (i == 0) std::printf("%s\n", endpoint.describe(server).c_str());
   }
   return 0;
 }
@@ -111,13 +157,20 @@ int main(int argc, char** argv) {
     if (scenario == "mesh" && argc == 5)
       return mesh(uint16_t(std::stoi(argv[2])), std::stoi(argv[3]), std::stoi(argv[4]));
     if (scenario == "idle" && argc == 3) return idle(uint16_t(std::stoi(argv[2])));
+    if (scenario == "net-server" && argc == 5) {
+      return net_server(argv[2], uint16_t(std::stoi(argv[3])), std::stoi(argv[4]));
+    }
+    if (scenario == "net-client" && argc == 6) {
+      return net_client(argv[2], uint16_t(std::stoi(argv[3])), std::stoi(argv[4]),
+                        std::stoull(argv[5]));
+    }
     if (scenario == "gpipe" && argc == 5) {
       return gpipe(uint16_t(std::stoi(argv[2])), std::stoull(argv[3]), argv[4]);
     }
     std::fprintf(
         stderr,
         "usage: transport_peer echo PORT COUNT DEVICE | mesh PORT RANK WORLD | idle PORT | "
-        "gpipe PORT SEED MODE\n");
+        "gpipe PORT SEED MODE | net-server HOST PORT COUNT | net-client HOST PORT COUNT SEED\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "transport_peer: %s\n", e.what());
