@@ -58,8 +58,8 @@ class ScopedEnv {
 // A transport_peer process; killed and reaped on destruction if still running.
 class Child {
  public:
-  explicit Child(std::vector<std::string> args) {
-    args.insert(args.begin(), peer_program());
+  explicit Child(std::vector<std::string> args, const char* program = peer_program()) {
+    args.insert(args.begin(), program);
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -292,6 +292,29 @@ TEST_P(GPipeAcrossProcesses, TrainingStepsGiveTheUnpipelinedGradients) {
   }
   endpoint->send(zeros({1}), group->peer(1), 99).wait();
   EXPECT_EQ(child.wait(), 0);
+}
+
+// `ferry train-ranks`, as the README runs it: two ranks, and the last one's losses equal the
+// one-process run's at every step.
+TEST(TrainRanksCommand, TwoRanksTrainAsOneProcess) {
+  const char* tool = std::getenv("FERRY_TOOL");
+  if (tool == nullptr) GTEST_SKIP() << "FERRY_TOOL is not set (run ctest)";
+  ScopedEnv secret("FERRY_TRANSPORT_SECRET", "train-ranks-secret");
+  const std::string address = "127.0.0.1:" + std::to_string(20000 + getpid() % 20000);
+  Child rank0({"train-ranks", "--rank", "0", "--ranks", "2", "--address", address, "--steps", "4"},
+              tool);
+  const std::string command = std::string(tool) +
+                              " train-ranks --rank 1 --ranks 2 --steps 4 --address " + address +
+                              " 2>&1";
+  std::string out;
+  FILE* pipe = popen(("timeout 120 " + command).c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
+  const int rc = pclose(pipe);
+  EXPECT_EQ(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, 0) << out;
+  EXPECT_THAT(out, HasSubstr("every step's loss matches the one-process run")) << out;
+  EXPECT_EQ(rank0.wait(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(CheckpointModes, GPipeAcrossProcesses,
