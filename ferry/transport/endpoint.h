@@ -36,6 +36,11 @@ struct EndpointOptions {
   std::chrono::milliseconds timeout{60000};
   // A header announcing a larger payload is refused before anything is allocated.
   uint64_t max_message_bytes = uint64_t{1} << 40;
+  // The network devices UCX may use for data (UCX_NET_DEVICES, which wins when set): loopback
+  // by default, so that nothing but the listener's address is reachable from other hosts
+  // unless asked ("all", or e.g. "eth0" across hosts). Shared memory is not a network device:
+  // processes on one host use it either way.
+  std::string network_devices = "lo";
   // Payloads up to this many bytes travel inside the header message (one message, one copy);
   // larger ones follow as a second message received straight into the tensor.
   size_t inline_bytes = 8192;

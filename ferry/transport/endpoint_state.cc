@@ -49,6 +49,15 @@ EndpointState::EndpointState(EndpointOptions opts)
   if (std::getenv("UCX_MM_ERROR_HANDLING") == nullptr) {
     ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
   }
+  if (std::getenv("UCX_NET_DEVICES") == nullptr && !options.network_devices.empty()) {
+    status = ucp_config_modify(config, "NET_DEVICES", options.network_devices.c_str());
+    if (status != UCS_OK) {
+      ucp_config_release(config);
+      throw TransportError("transport: expected network devices UCX knows (\"all\", \"lo\", " +
+                           std::string("\"eth0\", ...), got \"") + options.network_devices +
+                           "\": " + ucs_status_string(status));
+    }
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_STREAM | UCP_FEATURE_WAKEUP;

@@ -31,6 +31,7 @@ namespace ferry::transport {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace std::chrono_literals;
 
 const char* peer_program() { return std::getenv("FERRY_TRANSPORT_PEER"); }
@@ -146,8 +147,11 @@ TEST_P(TransportProcesses, TwoProcessesEchoRandomTensorsBitForBit) {
   ASSERT_GT(child.pid(), 0);
   const PeerId peer = endpoint.accept();
   EXPECT_THAT(endpoint.peer_name(peer), HasSubstr("echo-peer (127.0.0.1:"));
-  // The data moves over the transport under test (UCX's own account of the connection).
-  EXPECT_THAT(endpoint.describe(peer), HasSubstr(GetParam().data_lane)) << endpoint.describe(peer);
+  // The data moves over the transport under test (UCX's own account of the connection), and
+  // over no network device but loopback (EndpointOptions::network_devices).
+  const std::string lanes = endpoint.describe(peer);
+  EXPECT_THAT(lanes, HasSubstr(GetParam().data_lane)) << lanes;
+  EXPECT_THAT(lanes, Not(HasSubstr("eth"))) << lanes;
   std::vector<Future<void>> sends;
   for (size_t i = 0; i < sent.size(); ++i) sends.push_back(endpoint.send(sent[i], peer, i));
   for (size_t i = 0; i < sent.size(); ++i) {
