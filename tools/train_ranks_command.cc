@@ -106,6 +106,9 @@ int run_train_ranks(const TrainRanksOptions& o) {
     mismatches += same ? 0 : 1;
     std::printf("%-6d %-14.6f %-14.6f %.1f%s\n", step, got, want, ms, same ? "" : "  DIFFERENT");
   }
+  // The last SGD updates may still be queued on the device: finish them before the process
+  // (and the thread pool their kernels use) goes away.
+  device_synchronize(Device(o.device));
   if (last) {
     std::printf(mismatches == 0 ? "every step's loss matches the one-process run\n"
                                 : "%d steps differ from the one-process run\n",
