@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 namespace ferry::transport::detail {
 namespace {
@@ -46,7 +47,15 @@ EndpointState::EndpointState(EndpointOptions opts)
   // Connections detect failed peers (UCP_ERR_HANDLING_MODE_PEER), which UCX 1.13 leaves its
   // shared-memory transports out of unless told they may take part (they then check that the
   // peer process is alive): without this, two processes on one host would talk over TCP.
-  if (std::getenv("UCX_MM_ERROR_HANDLING") == nullptr) {
+  const char* tls = std::getenv("UCX_TLS");
+  const bool shared_memory_allowed =
+      tls == nullptr || std::string_view(tls).find_first_of("^") == 0 ||
+      std::string_view(tls).find("all") != std::string_view::npos ||
+      std::string_view(tls).find("sm") != std::string_view::npos ||
+      std::string_view(tls).find("mm") != std::string_view::npos ||
+      std::string_view(tls).find("posix") != std::string_view::npos ||
+      std::string_view(tls).find("sysv") != std::string_view::npos;
+  if (std::getenv("UCX_MM_ERROR_HANDLING") == nullptr && shared_memory_allowed) {
     ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
   }
   if (std::getenv("UCX_NET_DEVICES") == nullptr && !options.network_devices.empty()) {
@@ -143,10 +152,13 @@ void EndpointState::shutdown() {
 
 void EndpointState::progress_thread_main() {
   while (!stopping_) {
-    if (waiters.load() > 0) {
-      // A waiter drives progress; stay out of its way until none has waited for 2 ms.
-      std::unique_lock<std::mutex> lock(mutex);
-      waiters_done_.wait_for(lock, std::chrono::milliseconds(2));
+    // A waiter drives progress: stay out of its way (and off the mutex) until none has waited
+    // for 2 ms. Waiters do not wake this thread when they leave; it looks again in 2 ms.
+    const auto since_wait = Clock::now() - Clock::time_point(Clock::duration(last_wait_end.load()));
+    if (waiters.load() > 0 || since_wait < std::chrono::milliseconds(2)) {
+      std::unique_lock<std::mutex> lock(park_mutex_);
+      waiters_done_.wait_for(lock, std::chrono::milliseconds(2),
+                             [this] { return stopping_.load(); });
       continue;
     }
     sleep_on_worker(std::chrono::milliseconds(20));
@@ -228,7 +240,7 @@ void EndpointState::handle_completion(const Completion& c) {
     if (c.status != UCS_OK) {
       std::string what = c.status == UCS_ERR_MESSAGE_TRUNCATED
                              ? "a message larger than any tensor header (" +
-                                   std::to_string(op.message.size()) + " bytes)"
+                                   std::to_string(op.header_capacity) + " bytes)"
                              : std::string(ucs_status_string(c.status));
       fail_locked(op, "transport: " + std::string(op.is_send ? "sending to " : "receiving from ") +
                           label(op.peer) + " (tag " + std::to_string(op.tag) + ") failed: " + what);

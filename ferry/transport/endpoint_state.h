@@ -49,8 +49,10 @@ struct Operation {
   int outstanding = 0;          // UCX requests not yet completed
   std::vector<void*> requests;  // those requests, for cancelling
   // Held until UCX is done with them:
-  std::vector<std::byte> message;  // send: header (+ inline payload); recv: the header buffer
-  Tensor payload;                  // send: the bytes sent; recv: where they land
+  std::vector<std::byte> message;              // send: the header (+ inline payload)
+  std::unique_ptr<std::byte[]> header_buffer;  // recv: where the header lands (not zeroed)
+  size_t header_capacity = 0;
+  Tensor payload;  // send: the bytes sent; recv: where they land
   // send
   Tensor source;                // the caller's tensor, until a staged copy from it is done
   std::optional<Event> staged;  // the copy of a device tensor into `payload` is done when this is
@@ -146,6 +148,8 @@ class EndpointState {
   const std::string secret;
   mutable std::mutex mutex;
   std::atomic<int> waiters{0};
+  std::atomic<Clock::rep> last_wait_end{
+      0};  // when the last waiter left (the progress thread's cue)
   std::optional<uint16_t> listening_port;
 
   // Called from UCX callbacks (inside progress).
@@ -185,6 +189,7 @@ class EndpointState {
   bool closed_ = false;
   std::thread progress_thread_;
   std::atomic<bool> stopping_{false};
+  std::mutex park_mutex_;  // the progress thread's, while it keeps out of a waiter's way
   std::condition_variable waiters_done_;
   std::map<PeerId, std::unique_ptr<Connection>> connections_;
   PeerId next_peer_ = 1;
@@ -203,7 +208,8 @@ bool EndpointState::drive_until(Done done, Clock::time_point deadline) {
   struct Leave {
     EndpointState* s;
     ~Leave() {
-      if (s->waiters.fetch_sub(1) == 1) s->waiters_done_.notify_all();
+      s->last_wait_end.store(Clock::now().time_since_epoch().count());
+      s->waiters.fetch_sub(1);
     }
   } leave{this};
   // Spin (UCX progress, no sleep) for the first 50 microseconds: a reply on a fast transport

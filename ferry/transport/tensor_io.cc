@@ -86,7 +86,7 @@ void EndpointState::post_ready_sends_locked(Connection& conn) {
 void EndpointState::handle_header(Operation& op, size_t length) {
   const std::string from = label(op.peer);
   const DecodedHeader decoded = decode_tensor_header(
-      std::span<const std::byte>(op.message.data(), length), options.max_message_bytes, from);
+      std::span<const std::byte>(op.header_buffer.get(), length), options.max_message_bytes, from);
   op.header = decoded.header;
   const TensorHeader& h = op.header;
   const TensorOptions sent(h.dtype);
@@ -116,11 +116,11 @@ void EndpointState::handle_header(Operation& op, size_t length) {
     if (h.payload_bytes > 0) {
       std::memcpy(op.payload.data_ptr(), decoded.inline_payload.data(), h.payload_bytes);
     }
-    op.message = {};
+    op.header_buffer.reset();
     finish_recv(op);
     return;
   }
-  op.message = {};
+  op.header_buffer.reset();
   post_tag_recv(op, op.payload.data_ptr(), h.payload_bytes,
                 make_tag(op.peer, h.seq, MessageKind::tensor_payload));
 }
@@ -193,12 +193,13 @@ std::shared_ptr<Operation> start_recv(EndpointState& state, std::optional<Tensor
   }
   op->into = std::move(into);
   op->options = options;
-  op->message.resize(kMaxHeaderBytes + state.options.inline_bytes);
+  op->header_capacity = kMaxHeaderBytes + state.options.inline_bytes;
+  op->header_buffer.reset(new std::byte[op->header_capacity]);  // not zeroed: UCX fills it
   std::lock_guard<std::mutex> lock(state.mutex);
   state.progress_locked();  // take in what has arrived
   state.receivable(peer, make_tag(peer, tag, MessageKind::tensor_header));
   state.track(op);
-  state.post_tag_recv(*op, op->message.data(), op->message.size(),
+  state.post_tag_recv(*op, op->header_buffer.get(), op->header_capacity,
                       make_tag(peer, tag, MessageKind::tensor_header));
   state.progress_locked();
   return op;
