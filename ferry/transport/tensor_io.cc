@@ -154,15 +154,22 @@ void EndpointState::finish_recv(Operation& op) {
   op.status = OpStatus::done;
 }
 
-std::shared_ptr<Operation> start_send(EndpointState& state, const Tensor& tensor, PeerId peer,
-                                      uint64_t tag) {
+// A new send or receive with `peer` under `tag` (checked).
+std::shared_ptr<Operation> new_operation(EndpointState& state, bool is_send, PeerId peer,
+                                         uint64_t tag) {
   FERRY_CHECK_AS(TransportError, tag <= kMaxUserTag, "transport: expected a tag below 2^",
                  kFieldBits, ", got ", tag);
   auto op = std::make_shared<Operation>();
   op->state = &state;
-  op->is_send = true;
+  op->is_send = is_send;
   op->peer = peer;
   op->tag = tag;
+  return op;
+}
+
+std::shared_ptr<Operation> start_send(EndpointState& state, const Tensor& tensor, PeerId peer,
+                                      uint64_t tag) {
+  auto op = new_operation(state, /*is_send=*/true, peer, tag);
   prepare_send(*op, tensor);
   std::lock_guard<std::mutex> lock(state.mutex);
   Connection& conn = state.admitted(peer);
@@ -176,12 +183,7 @@ std::shared_ptr<Operation> start_send(EndpointState& state, const Tensor& tensor
 
 std::shared_ptr<Operation> start_recv(EndpointState& state, std::optional<Tensor> into,
                                       TensorOptions options, PeerId peer, uint64_t tag) {
-  FERRY_CHECK_AS(TransportError, tag <= kMaxUserTag, "transport: expected a tag below 2^",
-                 kFieldBits, ", got ", tag);
-  auto op = std::make_shared<Operation>();
-  op->state = &state;
-  op->peer = peer;
-  op->tag = tag;
+  auto op = new_operation(state, /*is_send=*/false, peer, tag);
   const Device device = into ? into->device() : options.device();
   if (!device.is_cpu()) op->consumer = current_stream(device);
   if (into) {
