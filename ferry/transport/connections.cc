@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "ferry/transport/endpoint_state.h"
 
@@ -144,48 +145,55 @@ void EndpointState::accept_conn_request(ucp_conn_request_h request) {
   stream_recv(conn, kHello, kHandshakeRecordBytes);
 }
 
+// Connects, retrying every 50 ms while nothing answers (the server may not listen yet: ranks
+// start in any order) until the timeout; a server that answered and then refused is final.
 PeerId EndpointState::connect(const std::string& host, uint16_t port) {
-  PeerId id = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    socklen_t length = 0;
-    sockaddr_storage addr = resolve(host, port, &length);
-    Connection& conn = new_connection();
-    conn.address = host + ":" + std::to_string(port);
-    ucp_ep_params_t params{};
-    params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
-    params.sockaddr.addrlen = length;
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    params.err_handler.cb = ep_error_callback;
-    params.err_handler.arg = &conn;
-    const ucs_status_t status = ucp_ep_create(worker_, &params, &conn.ep);
-    if (status != UCS_OK) {
-      connections_.erase(conn.id);
-      throw TransportError("transport: cannot connect to " + host + ":" + std::to_string(port) +
-                           ": " + ucs_status_string(status));
+  const auto deadline = Clock::now() + options.timeout;
+  while (true) {
+    const PeerId id = start_connect(host, port);
+    auto phase = [&] { return connections_.at(id)->phase; };
+    const bool finished = drive_until([&] { return phase() != Phase::handshaking; }, deadline);
+    std::unique_lock<std::mutex> lock(mutex);
+    Connection& conn = *connections_.at(id);
+    if (!finished) disconnect_locked(conn, "timed out");
+    if (conn.phase == Phase::admitted) return id;
+    if (conn.answered || Clock::now() + std::chrono::milliseconds(50) >= deadline) {
+      throw TransportError("transport: connecting to " + conn.address + " failed: " + conn.failure);
     }
-    HandshakeRecord hello;
-    hello.kind = kHello;
-    hello.id = conn.id;
-    hello.nonce = conn.nonce;
-    hello.name = options.name;
-    stream_send(conn, hello);
-    stream_recv(conn, kChallenge, kHandshakeRecordBytes);
-    id = conn.id;
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  auto phase = [&] { return connections_.at(id)->phase; };
-  const bool finished =
-      drive_until([&] { return phase() != Phase::handshaking; }, Clock::now() + options.timeout);
+}
+
+PeerId EndpointState::start_connect(const std::string& host, uint16_t port) {
   std::lock_guard<std::mutex> lock(mutex);
-  Connection& conn = *connections_.at(id);
-  if (!finished) disconnect_locked(conn, "timed out");
-  if (conn.phase != Phase::admitted) {
-    throw TransportError("transport: connecting to " + conn.address + " failed: " + conn.failure);
+  socklen_t length = 0;
+  sockaddr_storage addr = resolve(host, port, &length);
+  Connection& conn = new_connection();
+  conn.address = host + ":" + std::to_string(port);
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+  params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
+  params.sockaddr.addrlen = length;
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  params.err_handler.cb = ep_error_callback;
+  params.err_handler.arg = &conn;
+  const ucs_status_t status = ucp_ep_create(worker_, &params, &conn.ep);
+  if (status != UCS_OK) {
+    connections_.erase(conn.id);
+    throw TransportError("transport: cannot connect to " + host + ":" + std::to_string(port) +
+                         ": " + ucs_status_string(status));
   }
-  return id;
+  HandshakeRecord hello;
+  hello.kind = kHello;
+  hello.id = conn.id;
+  hello.nonce = conn.nonce;
+  hello.name = options.name;
+  stream_send(conn, hello);
+  stream_recv(conn, kChallenge, kHandshakeRecordBytes);
+  return conn.id;
 }
 
 PeerId EndpointState::accept() {
@@ -250,6 +258,7 @@ void EndpointState::handle_handshake_event(const HandshakeEvent& e) {
     return;
   }
   if (!e.is_recv) return;  // a record went out; nothing waits on that
+  conn.answered = true;
   try {
     advance_handshake(conn);
   } catch (const Error& error) {

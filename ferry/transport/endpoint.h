@@ -100,7 +100,8 @@ class Endpoint {
   std::optional<uint16_t> listening_port() const;
   // The next peer that connected and proved the secret; waits up to the timeout.
   PeerId accept();
-  // Connects to a listening endpoint and authenticates both ways; waits up to the timeout.
+  // Connects to a listening endpoint and authenticates both ways; waits up to the timeout,
+  // retrying while nothing listens there yet (so ranks may start in any order).
   PeerId connect(const std::string& host, uint16_t port);
   // The name the peer gave and its address, e.g. "rank1 (127.0.0.1:40112)".
   std::string peer_name(PeerId peer) const;

@@ -78,6 +78,7 @@ struct Connection {
   std::string address;  // host:port
   Phase phase = Phase::handshaking;
   bool was_admitted = false;  // tensors it sent before leaving may still be received
+  bool answered = false;      // a handshake record came from the peer (connect retries until)
   std::optional<Clock::time_point> gone_since;  // UCX reported the peer gone (connections.cc)
   void* flush_request = nullptr;                // an orderly close's flush in flight
   Clock::time_point flush_deadline;
@@ -136,6 +137,7 @@ class EndpointState {
   uint16_t listen(const std::string& host, uint16_t port);
   PeerId accept();
   PeerId connect(const std::string& host, uint16_t port);
+  PeerId start_connect(const std::string& host, uint16_t port);
   // Fails the peer's pending operations and closes the connection; `orderly` (our own disconnect
   // or shutdown) flushes what was sent first.
   void disconnect_locked(Connection& conn, const std::string& why, bool orderly = false);

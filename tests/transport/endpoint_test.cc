@@ -4,6 +4,7 @@
 // chaos, authentication, validation, timeouts and a peer that goes away.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <memory>
@@ -188,6 +189,26 @@ TEST(TransportEndpoint, AWrongSecretIsRefusedAndNothingIsAccepted) {
   EXPECT_THAT(connect_error, HasSubstr("connecting to 127.0.0.1:"));
   EXPECT_THAT(connect_error, HasSubstr("secret"));
   EXPECT_THAT(accept_error, HasSubstr("no peer connected and authenticated within 2000 ms"));
+}
+
+// Ranks start in any order: a connect made before the server listens keeps trying until it does
+// (within the timeout).
+TEST(TransportEndpoint, AConnectWaitsForAListenerThatComesLater) {
+  Endpoint server(options_named("server")), client(options_named("client"));
+  const uint16_t port = static_cast<uint16_t>(20000 + getpid() % 20000);
+  PeerId to_server = 0;
+  std::string error;
+  std::thread connector([&] {
+    error = ferry::testing::error_of<TransportError>(
+        [&] { to_server = client.connect("127.0.0.1", port); });
+  });
+  std::this_thread::sleep_for(300ms);
+  server.listen("127.0.0.1", port);
+  const PeerId to_client = server.accept();
+  connector.join();
+  EXPECT_EQ(error, "(no exception of the expected type)");
+  client.send(full({3}, Scalar(4.0), kFloat32), to_server, 1).wait();
+  EXPECT_ALL_CLOSE(server.recv(to_client, 1).get(), full({3}, Scalar(4.0), kFloat32));
 }
 
 TEST(TransportEndpoint, AnEndpointNeedsASecret) {
