@@ -277,11 +277,26 @@ def test_sim_stream_handshake(sim_settings):
         dst.__dlpack__(stream=-1)
     assert consumer.query()
     producer.synchronize()
-    # ferry as the consumer passes its current stream, so its reads are ordered too.
-    with ferry.stream(producer):
-        dst.copy_(ferry.full((4096,), 5.0, pin_memory=True), non_blocking=True)
+    # ferry as the consumer passes its current stream to the producer's __dlpack__, so the
+    # producer can order it after its own work (as above). In one thread the producer's current
+    # stream is the consumer's too, so a producer object that records what it was given checks
+    # the hand-over; reading after a copy on another stream would only race.
+    class RecordingProducer:
+        def __init__(self, tensor):
+            self.tensor, self.streams = tensor, []
+
+        def __dlpack__(self, stream=None, **kwargs):
+            self.streams.append(stream)
+            return self.tensor.__dlpack__(stream=stream, **kwargs)
+
+        def __dlpack_device__(self):
+            return self.tensor.__dlpack_device__()
+
+    producer.synchronize()
+    recording = RecordingProducer(dst)
     with ferry.stream(consumer):
-        assert ferry.from_dlpack(dst).to("cpu").tolist() == [5.0] * 4096
+        assert ferry.from_dlpack(recording).to("cpu").tolist() == [3.0] * 4096
+    assert recording.streams == [consumer_id]
 
 
 def test_errors_consumers_see():
