@@ -47,14 +47,12 @@ EndpointState::EndpointState(EndpointOptions opts)
   // Connections detect failed peers (UCP_ERR_HANDLING_MODE_PEER), which UCX 1.13 leaves its
   // shared-memory transports out of unless told they may take part (they then check that the
   // peer process is alive): without this, two processes on one host would talk over TCP.
-  const char* tls = std::getenv("UCX_TLS");
-  const bool shared_memory_allowed =
-      tls == nullptr || std::string_view(tls).find_first_of("^") == 0 ||
-      std::string_view(tls).find("all") != std::string_view::npos ||
-      std::string_view(tls).find("sm") != std::string_view::npos ||
-      std::string_view(tls).find("mm") != std::string_view::npos ||
-      std::string_view(tls).find("posix") != std::string_view::npos ||
-      std::string_view(tls).find("sysv") != std::string_view::npos;
+  const char* env_tls = std::getenv("UCX_TLS");
+  const std::string_view tls = env_tls != nullptr ? env_tls : "";
+  bool shared_memory_allowed = env_tls == nullptr || tls.starts_with('^');  // "^x": all but x
+  for (std::string_view name : {"all", "sm", "mm", "posix", "sysv"}) {
+    shared_memory_allowed = shared_memory_allowed || tls.find(name) != std::string_view::npos;
+  }
   if (std::getenv("UCX_MM_ERROR_HANDLING") == nullptr && shared_memory_allowed) {
     ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
   }
@@ -180,13 +178,9 @@ void EndpointState::sleep_on_worker(std::chrono::microseconds max_sleep) {
   if (staged)
     max_sleep = std::min<std::chrono::microseconds>(max_sleep, std::chrono::microseconds(200));
   pollfd fds[2] = {{event_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
-  const int ms = static_cast<int>(std::max<int64_t>(1, max_sleep.count() / 1000));
-  if (max_sleep.count() < 1000) {
-    timespec ts{0, static_cast<long>(max_sleep.count()) * 1000};
-    ppoll(fds, 2, &ts, nullptr);
-  } else {
-    poll(fds, 2, ms);
-  }
+  const timespec ts{static_cast<time_t>(max_sleep.count() / 1000000),
+                    static_cast<long>(max_sleep.count() % 1000000) * 1000};
+  ppoll(fds, 2, &ts, nullptr);
 }
 
 void EndpointState::progress_locked() {
@@ -235,7 +229,8 @@ void EndpointState::handle_completion(const Completion& c) {
     ucp_request_free(c.request);
   }
   --op.outstanding;
-  const auto keep = live_.find(&op) != live_.end() ? live_[&op] : nullptr;  // op may go below
+  const auto found = live_.find(&op);
+  const auto keep = found != live_.end() ? found->second : nullptr;  // op may go below
   if (op.status == OpStatus::pending) {
     if (c.status != UCS_OK) {
       std::string what = c.status == UCS_ERR_MESSAGE_TRUNCATED
