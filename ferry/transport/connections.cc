@@ -196,14 +196,15 @@ PeerId EndpointState::start_connect(const std::string& host, uint16_t port) {
   return conn.id;
 }
 
-PeerId EndpointState::accept() {
-  const bool got =
-      drive_until([&] { return !accept_queue_.empty(); }, Clock::now() + options.timeout);
+std::optional<PeerId> EndpointState::accept(std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    FERRY_CHECK_AS(TransportError, listener_ != nullptr || !accept_queue_.empty(),
+                   "transport: accept() needs listen() first");
+  }
+  drive_until([&] { return !accept_queue_.empty(); }, Clock::now() + timeout);
   std::lock_guard<std::mutex> lock(mutex);
-  FERRY_CHECK_AS(TransportError, got && !accept_queue_.empty(), "transport: no peer connected ",
-                 "and authenticated within ", options.timeout.count(), " ms");
-  FERRY_CHECK_AS(TransportError, listener_ != nullptr || !accept_queue_.empty(),
-                 "transport: accept() needs listen() first");
+  if (accept_queue_.empty()) return std::nullopt;
   const PeerId id = accept_queue_.front();
   accept_queue_.pop_front();
   return id;

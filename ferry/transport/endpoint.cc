@@ -20,7 +20,15 @@ Endpoint::~Endpoint() { state_->shutdown(); }
 uint16_t Endpoint::listen(const std::string& host, uint16_t port) {
   return state_->listen(host, port);
 }
-PeerId Endpoint::accept() { return state_->accept(); }
+PeerId Endpoint::accept() {
+  const std::optional<PeerId> peer = state_->accept(state_->options.timeout);
+  FERRY_CHECK_AS(TransportError, peer.has_value(), "transport: no peer connected and ",
+                 "authenticated within ", state_->options.timeout.count(), " ms");
+  return *peer;
+}
+std::optional<PeerId> Endpoint::accept(std::chrono::milliseconds timeout) {
+  return state_->accept(timeout);
+}
 std::optional<uint16_t> Endpoint::listening_port() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->listening_port;

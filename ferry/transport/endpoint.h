@@ -52,6 +52,9 @@ struct Operation;
 // Drives the endpoint until `op` is done or `timeout` passes; raises TransportError on failure or
 // timeout (a timed-out operation is cancelled first).
 void wait_operation(EndpointState& state, Operation& op, std::chrono::milliseconds timeout);
+// Drives the endpoint until `op` is done (true; raises TransportError if it failed) or `timeout`
+// passes (false; the operation stays pending).
+bool wait_operation_for(EndpointState& state, Operation& op, std::chrono::milliseconds timeout);
 bool poll_operation(EndpointState& state, Operation& op);
 Tensor operation_value(Operation& op);
 std::chrono::milliseconds default_timeout(const EndpointState& state);
@@ -70,6 +73,11 @@ class Future {
   void wait() const { wait(detail::default_timeout(*state_)); }
   void wait(std::chrono::milliseconds timeout) const {
     detail::wait_operation(*state_, *op_, timeout);
+  }
+  // Waits up to `timeout`: true when the operation finished (raising TransportError if it
+  // failed), false when it is still pending, which it stays (nothing is cancelled).
+  bool wait_for(std::chrono::milliseconds timeout) const {
+    return detail::wait_operation_for(*state_, *op_, timeout);
   }
   // wait(), then the received tensor (T = Tensor).
   T get() const {
@@ -100,6 +108,9 @@ class Endpoint {
   std::optional<uint16_t> listening_port() const;
   // The next peer that connected and proved the secret; waits up to the timeout.
   PeerId accept();
+  // The next such peer if one comes within `timeout`, else nothing (for a serving loop that
+  // also watches for its own stop).
+  std::optional<PeerId> accept(std::chrono::milliseconds timeout);
   // Connects to a listening endpoint and authenticates both ways; waits up to the timeout,
   // retrying while nothing listens there yet (so ranks may start in any order).
   PeerId connect(const std::string& host, uint16_t port);

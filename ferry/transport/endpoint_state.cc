@@ -365,6 +365,17 @@ void wait_operation(EndpointState& state, Operation& op, std::chrono::millisecon
   }
 }
 
+bool wait_operation_for(EndpointState& state, Operation& op, std::chrono::milliseconds timeout) {
+  if (!state.drive_until([&] { return op.status != OpStatus::pending; }, Clock::now() + timeout)) {
+    return false;
+  }
+  if (op.status == OpStatus::failed) {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    throw TransportError(op.error);
+  }
+  return true;
+}
+
 bool poll_operation(EndpointState& state, Operation& op) {
   if (op.status == OpStatus::pending) {
     std::lock_guard<std::mutex> lock(state.mutex);

@@ -135,7 +135,7 @@ class EndpointState {
 
   // Connections
   uint16_t listen(const std::string& host, uint16_t port);
-  PeerId accept();
+  std::optional<PeerId> accept(std::chrono::milliseconds timeout);
   PeerId connect(const std::string& host, uint16_t port);
   PeerId start_connect(const std::string& host, uint16_t port);
   // Fails the peer's pending operations and closes the connection; `orderly` (our own disconnect
