@@ -288,6 +288,44 @@ TEST(ModelsTest, InitIsDeterministicForASeed) {
   EXPECT_NEAR(std, std::sqrt(2.0 / 3136.0), 0.002);
 }
 
+TEST(ModelsTest, SkipRandomInitFillsNothingAndDrawsNothing) {
+  const auto random = nn::models::resnet18(nn::models::ResNetOptions{.num_classes = 4, .seed = 7});
+  {
+    nn::init::SkipRandomInit skip;
+    nn::init::SkipRandomInit nested;
+    auto skipped = nn::models::resnet18(nn::models::ResNetOptions{.num_classes = 4, .seed = 7});
+    EXPECT_EQ(skipped->named_parameters().size(), random->named_parameters().size());
+    // Constant schemes still fill (BatchNorm's running statistics and weight).
+    for (const auto& item : skipped->named_buffers()) {
+      EXPECT_ALL_CLOSE(item.value(), random->named_buffers()[item.key()], 0.0, 0.0);
+    }
+    EXPECT_ALL_CLOSE(skipped->bn1->weight, ones({64}), 0.0, 0.0);
+    Tensor marked = full({8}, 7.0);
+    Tensor matrix = marked.view({2, 4});
+    nn::init::kaiming_uniform_(matrix);
+    nn::init::normal_(marked);
+    EXPECT_ALL_CLOSE(marked, full({8}, 7.0), 0.0, 0.0);
+  }
+  // Under a seed, a skipped draw takes nothing from the generator, and the scheme draws again
+  // once the guard ends.
+  Tensor skipped = zeros({8}), drawn = empty({8}), expected = empty({8});
+  {
+    nn::init::InitSeed seed(5);
+    {
+      nn::init::SkipRandomInit skip;
+      nn::init::normal_(skipped);
+    }
+    nn::init::normal_(drawn);
+  }
+  {
+    nn::init::InitSeed seed(5);
+    nn::init::normal_(expected);
+  }
+  EXPECT_EQ(skipped.abs().sum().item<double>(), 0.0);
+  EXPECT_ALL_CLOSE(drawn, expected, 0.0, 0.0);
+  EXPECT_GT(drawn.abs().sum().item<double>(), 0.0);
+}
+
 TEST(ModelsTest, BertHasHuggingFaceNames) {
   SCOPED_TRACE(seed_trace());
   auto net = nn::models::bert(nn::models::BertConfig{.vocab_size = 50,

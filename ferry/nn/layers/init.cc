@@ -13,6 +13,7 @@ namespace ferry::nn::init {
 namespace {
 
 thread_local Generator* tls_generator = nullptr;
+thread_local bool tls_skip_random = false;
 
 // Copies host values (drawn in float64) into tensor, keeping its dtype, device and layout.
 Tensor& assign(Tensor& tensor, const Tensor& values) {
@@ -29,6 +30,9 @@ InitSeed::InitSeed(uint64_t seed) : generator_(seed), previous_(tls_generator) {
 InitSeed::~InitSeed() { tls_generator = previous_; }
 
 Generator* current_generator() { return tls_generator; }
+
+SkipRandomInit::SkipRandomInit() : previous_(tls_skip_random) { tls_skip_random = true; }
+SkipRandomInit::~SkipRandomInit() { tls_skip_random = previous_; }
 
 std::pair<int64_t, int64_t> fans(const Tensor& tensor) {
   FERRY_CHECK(tensor.dim() >= 2,
@@ -56,11 +60,13 @@ double calculate_gain(std::string_view nonlinearity, std::optional<double> param
 }
 
 Tensor& uniform_(Tensor& tensor, double low, double high) {
+  if (tls_skip_random) return tensor;
   Tensor u = rand(tensor.sizes(), TensorOptions().dtype(kFloat64), current_generator());
   return assign(tensor, u.mul(high - low).add(low));
 }
 
 Tensor& normal_(Tensor& tensor, double mean, double std) {
+  if (tls_skip_random) return tensor;
   Tensor n = randn(tensor.sizes(), TensorOptions().dtype(kFloat64), current_generator());
   return assign(tensor, n.mul(std).add(mean));
 }

@@ -28,6 +28,23 @@ class InitSeed {
   Generator* previous_;
 };
 
+// While alive, the random schemes on this thread (uniform_, normal_, and Kaiming and Xavier
+// through them) leave the tensor as it was allocated (its values undefined) and draw nothing from
+// the generator: for building a module whose every parameter is about to be overwritten (loaded
+// strictly from a file, or laid over another process's image), where drawing is most of the
+// build's time (a ResNet-18: 0.6 s of a 0.61 s load). Constant schemes (zeros_, ones_,
+// constant_) still fill. Nestable. PyTorch's torch.nn.utils.skip_init does the same.
+class SkipRandomInit {
+ public:
+  SkipRandomInit();
+  SkipRandomInit(const SkipRandomInit&) = delete;
+  SkipRandomInit& operator=(const SkipRandomInit&) = delete;
+  ~SkipRandomInit();
+
+ private:
+  bool previous_;
+};
+
 // The generator layers draw from now (nullptr: the default generator).
 Generator* current_generator();
 
