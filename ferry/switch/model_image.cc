@@ -103,6 +103,12 @@ std::unique_ptr<ModelImage> ModelImage::adopt(const std::vector<SwitchLayer>& la
   return image;
 }
 
+ModelImage::Layout ModelImage::layout_of(const std::vector<SwitchLayer>& layers) {
+  ModelImage image;
+  image.lay_out(layers);
+  return {image.nbytes_, image.fingerprint()};
+}
+
 void ModelImage::relocate_host(const Tensor& host) {
   if (nbytes_ == 0) return;
   check_host_block(host, "ModelImage::relocate_host");

@@ -48,6 +48,13 @@ class ModelImage {
   static std::unique_ptr<ModelImage> adopt(const std::vector<SwitchLayer>& layers,
                                            const Tensor& host, uint64_t fingerprint);
 
+  // The byte count and fingerprint an image of `layers` would have, without building one.
+  struct Layout {
+    size_t nbytes = 0;
+    uint64_t fingerprint = 0;
+  };
+  static Layout layout_of(const std::vector<SwitchLayer>& layers);
+
   // Copies the image into `host` (uint8 [nbytes()], pinned or registered host memory) and makes
   // it the image's buffer; the old buffer is released. For moving weights into shared memory.
   void relocate_host(const Tensor& host);

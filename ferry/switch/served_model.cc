@@ -2,8 +2,10 @@
 #include "ferry/switch/served_model.h"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
+#include "ferry/nn/layers/init.h"
 #include "ferry/nn/models/bert.h"
 
 namespace ferry::switch_ {
@@ -109,7 +111,8 @@ std::vector<InputSpec> input_specs_of(const ModelConfig& c) {
 
 ServedModel::ServedModel(const ModelConfig& config, ZooInputShape example_shape)
     : name_(config.name) {
-  build(config, example_shape);
+  // A strict load overwrites every parameter and buffer: no point drawing random ones first.
+  build(config, example_shape, /*random_init=*/config.weights.empty());
   if (!config.weights.empty()) zoo_.module->load(config.weights, Device(kCPU), /*strict=*/true);
   image_ = std::make_unique<ModelImage>(zoo_.layers);
 }
@@ -117,11 +120,31 @@ ServedModel::ServedModel(const ModelConfig& config, ZooInputShape example_shape)
 ServedModel::ServedModel(const ModelConfig& config, ZooInputShape example_shape,
                          const Tensor& image_bytes, uint64_t image_fingerprint)
     : name_(config.name) {
-  build(config, example_shape);
+  build(config, example_shape, /*random_init=*/false);
   image_ = ModelImage::adopt(zoo_.layers, image_bytes, image_fingerprint);
 }
 
-void ServedModel::build(const ModelConfig& config, ZooInputShape example_shape) {
+ServedModel::ServedModel(const ModelConfig& config, ZooInputShape example_shape,
+                         const ImageSource& source)
+    : name_(config.name) {
+  build(config, example_shape, /*random_init=*/false);
+  const ModelImage::Layout layout = ModelImage::layout_of(zoo_.layers);
+  const Tensor bytes = layout.nbytes != 0 && source ? source(layout) : Tensor();
+  if (bytes.defined()) {
+    image_ = ModelImage::adopt(zoo_.layers, bytes, layout.fingerprint);
+    return;
+  }
+  if (config.weights.empty()) {
+    build(config, example_shape, /*random_init=*/true);  // the seeded weights after all
+  } else {
+    zoo_.module->load(config.weights, Device(kCPU), /*strict=*/true);
+  }
+  image_ = std::make_unique<ModelImage>(zoo_.layers);
+}
+
+void ServedModel::build(const ModelConfig& config, ZooInputShape example_shape, bool random_init) {
+  std::optional<nn::init::SkipRandomInit> skip;
+  if (!random_init) skip.emplace();
   if (config.arch != "mlp" && config.arch != "bert" && config.arch != "bert-base" &&
       config.arch.rfind("resnet", 0) != 0) {
     throw ConfigError(

@@ -12,6 +12,7 @@
 // the resident one does. One run at a time per model: the caller serializes them.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,14 @@ class ServedModel {
   ServedModel(const ModelConfig& config, ZooInputShape example_shape, const Tensor& image_bytes,
               uint64_t image_fingerprint);
 
+  // Where an image's bytes may come from instead of the weights file: given the layout the
+  // model needs, it returns uint8 [layout.nbytes] of pinned host memory holding the weights in
+  // that layout, or an undefined tensor when it has none (the weights file or seed is used).
+  using ImageSource = std::function<Tensor(const ModelImage::Layout& layout)>;
+  // The model built, then its image taken from `source` if it has one, else loaded as the first
+  // constructor does. Raises as above, or ferry::Error when the bytes do not fit the layout.
+  ServedModel(const ModelConfig& config, ZooInputShape example_shape, const ImageSource& source);
+
   const std::string& name() const { return name_; }
   const std::string& arch() const { return zoo_.arch; }
   const std::vector<InputSpec>& inputs() const { return inputs_; }
@@ -73,13 +82,20 @@ class ServedModel {
   std::vector<NamedTensor> run(const std::vector<Tensor>& device_inputs);
 
  private:
-  // Builds the zoo model (eval mode) and the input specs.
-  void build(const ModelConfig& config, ZooInputShape example_shape);
+  // Builds the zoo model (eval mode) and the input specs; without `random_init` its random
+  // weights are left undefined (nn::init::SkipRandomInit), for a caller that overwrites every
+  // one of them.
+  void build(const ModelConfig& config, ZooInputShape example_shape, bool random_init);
 
   std::string name_;
   ZooModel zoo_;
   std::vector<InputSpec> inputs_;
   std::unique_ptr<ModelImage> image_;
 };
+
+// How a serving handler gets each configured model (e.g. fetching its weights from another
+// host, weight_share.h); unset, it constructs ServedModel(config, example_shape).
+using ModelLoader =
+    std::function<std::unique_ptr<ServedModel>(const ModelConfig& config, ZooInputShape shape)>;
 
 }  // namespace ferry::switch_
