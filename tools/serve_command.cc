@@ -20,6 +20,9 @@
 #include "ferry/switch/server.h"
 #include "ferry/switch/switching_handler.h"
 #include "ferry/switch/worker_pool.h"
+#if FERRY_WITH_TRANSPORT
+#include "ferry/switch/weight_share.h"
+#endif
 #include "tools/command.h"
 
 namespace ferry::tools {
@@ -53,8 +56,20 @@ struct ServeOptions {
   int64_t profile_batch = 1;
   int64_t profile_image_size = 224;
   int64_t profile_seq_len = 128;
+  std::string share_weights;  // host:port to offer the models' weights on
+  std::string weights_from;   // host:port of a directory to fetch weights from
+  std::string transport_devices = "lo";
   int verbose = 0;
 };
+
+#if FERRY_WITH_TRANSPORT
+transport::EndpointOptions weight_endpoint_options(const ServeOptions& o) {
+  transport::EndpointOptions options;
+  options.name = detail::str_cat("ferry serve (pid ", ::getpid(), ")");
+  options.network_devices = o.transport_devices;
+  return options;
+}
+#endif
 
 int run_serve(const ServeOptions& o) {
   using namespace ferry::switch_;
@@ -85,7 +100,23 @@ int run_serve(const ServeOptions& o) {
     std::printf("ferry serve: %s\n", line.c_str());
     std::fflush(stdout);
   };
+  ModelLoader load_model;
+#if FERRY_WITH_TRANSPORT
+  if (!o.weights_from.empty()) {
+    const auto [host, port] = parse_address(o.weights_from);
+    load_model = fetching_loader(
+        std::make_shared<WeightFetcher>(host, port, weight_endpoint_options(o)), log);
+  }
+#else
+  if (!o.weights_from.empty() || !o.share_weights.empty()) {
+    throw ConfigError(
+        "ferry serve: --weights-from and --share-weights need ferry built with its transport "
+        "(UCX and OpenSSL, FERRY_TRANSPORT), but this build has none");
+  }
+#endif
   std::shared_ptr<RequestHandler> handler;
+  std::function<const ServedModel&(const std::string&)> served_model;
+  std::vector<std::string> model_names;
   std::vector<std::string> summary;
   if (o.in_process) {
     SwitchingOptions switching;
@@ -93,6 +124,7 @@ int run_serve(const ServeOptions& o) {
     switching.profile_shape = profile_shape;
     switching.on_switch = on_switch;
     switching.direct_access = parse_direct_access(o.direct_access);
+    switching.load_model = load_model;
     auto in_process = std::make_shared<SwitchingHandler>(config, devices, switching);
     for (const Device& device : in_process->devices()) {
       summary.push_back(detail::str_cat(device.str(), ": resident capacity ",
@@ -105,6 +137,10 @@ int run_serve(const ServeOptions& o) {
           resident ? "resident on " + resident->str() : std::string("not resident")));
     }
     handler = in_process;
+    served_model = [in_process](const std::string& name) -> const ServedModel& {
+      return in_process->served_model(name);
+    };
+    model_names = in_process->model_names();
   } else {
     WorkerPoolOptions pool;
     pool.worker_program = this_executable();
@@ -116,6 +152,7 @@ int run_serve(const ServeOptions& o) {
     pool.profile_shape = profile_shape;
     pool.on_switch = on_switch;
     pool.log = log;
+    pool.load_model = load_model;
     auto workers = std::make_shared<WorkerPoolHandler>(config, devices, pool);
     for (const Device& device : workers->devices()) {
       summary.push_back(detail::str_cat(device.str(), ": resident capacity ",
@@ -130,7 +167,45 @@ int run_serve(const ServeOptions& o) {
                                         " bytes, shared pinned memory)"));
     }
     handler = workers;
+    served_model = [workers](const std::string& name) -> const ServedModel& {
+      return workers->served_model(name);
+    };
+    model_names = workers->model_names();
   }
+#if FERRY_WITH_TRANSPORT
+  // The models' weights offered to other controllers, and announced to the directory they came
+  // from so that later fetchers spread over the holders.
+  std::unique_ptr<WeightShare> share;
+  if (!o.share_weights.empty()) {
+    const auto [host, port] = parse_address(o.share_weights, /*any_port=*/true);
+    WeightShareOptions share_options;
+    share_options.endpoint = weight_endpoint_options(o);
+    share_options.host = host;
+    share_options.port = port;
+    share_options.log = log;
+    share = std::make_unique<WeightShare>(share_options);
+    const std::string address = detail::str_cat(host, ":", share->port());
+    std::unique_ptr<WeightFetcher> directory;
+    if (!o.weights_from.empty()) {
+      const auto [dhost, dport] = parse_address(o.weights_from);
+      directory = std::make_unique<WeightFetcher>(dhost, dport, weight_endpoint_options(o));
+    }
+    for (const ModelConfig& m : config.models) {
+      const ServedModel& model = served_model(m.name);
+      if (model.weight_bytes() == 0) continue;
+      share->offer(m, model);
+      if (!directory) continue;
+      try {
+        directory->announce(address, m, model);
+      } catch (const Error& e) {
+        log(detail::str_cat("model '", m.name, "': not announced to ", o.weights_from, ": ",
+                            e.what()));
+      }
+    }
+    summary.push_back("weights of " + std::to_string(config.models.size()) + " models shared on " +
+                      address);
+  }
+#endif
   ServerOptions options;
   options.socket_path = o.socket;
   for (unsigned uid : o.allow_uids) options.allowed_uids.push_back(static_cast<uid_t>(uid));
@@ -218,6 +293,17 @@ FERRY_REGISTER_COMMAND(
           ->capture_default_str();
       sub.add_option("--profile-seq-len", o->profile_seq_len,
                      "BERTs are profiled on [batch, seq-len] token ids")
+          ->capture_default_str();
+      sub.add_option("--share-weights", o->share_weights,
+                     "Offer the models' weights to other controllers on HOST:PORT (port 0: any "
+                     "free one), with the directory of their holders (needs "
+                     "FERRY_TRANSPORT_SECRET)");
+      sub.add_option("--weights-from", o->weights_from,
+                     "Fetch each model's weights from the holders a directory at HOST:PORT lists "
+                     "(another controller's --share-weights) instead of reading its weights file; "
+                     "falls back to the file");
+      sub.add_option("--transport-devices", o->transport_devices,
+                     "Network devices weight sharing may use (UCX_NET_DEVICES, e.g. eth0 or all)")
           ->capture_default_str();
       sub.add_flag("-v,--verbose", o->verbose,
                    "Log each switch (model, device, groups, evicted, ms)");

@@ -92,7 +92,8 @@ SwitchingHandler::SwitchingHandler(const ServeConfig& config, std::vector<Device
   }
   for (const ModelConfig& m : config.models) {
     auto state = std::make_unique<ModelState>();
-    state->model = std::make_unique<ServedModel>(m, options_.profile_shape);
+    state->model = options_.load_model ? options_.load_model(m, options_.profile_shape)
+                                       : std::make_unique<ServedModel>(m, options_.profile_shape);
     const uint64_t bytes = state->model->weight_bytes();
     bool fits_somewhere = false;
     std::string capacities;
@@ -159,6 +160,10 @@ std::vector<std::string> SwitchingHandler::model_names() const {
   std::vector<std::string> names;
   for (const auto& [name, state] : models_) names.push_back(name);
   return names;
+}
+
+const ServedModel& SwitchingHandler::served_model(const std::string& name) const {
+  return *find(name).model;
 }
 
 SwitchingHandler::ModelState& SwitchingHandler::find(const std::string& model) const {

@@ -64,6 +64,8 @@ struct SwitchingOptions {
   int profile_repeats = 3;
   // Which layers a switch may read in place from pinned host memory (device_run.h).
   DirectAccess direct_access = DirectAccess::kAuto;
+  // How each model is built and its weights had (default: from its weights file or seed).
+  ModelLoader load_model;
   // Make models resident at startup (round-robin, while they fit without eviction).
   bool preload = true;
   // Called after each switch, on the request's thread.
@@ -86,6 +88,8 @@ class SwitchingHandler : public RequestHandler {
   InferResult handle(const InferRequest& request) override;
 
   std::vector<std::string> model_names() const;
+  // The model called `name` (unknown_model otherwise); its image's host bytes never change.
+  const ServedModel& served_model(const std::string& name) const;
   const std::vector<Device>& devices() const { return devices_; }
   // Where the model is resident now, if anywhere; raises SwitchError(unknown_model).
   std::optional<Device> resident_device(const std::string& model) const;

@@ -174,7 +174,8 @@ WorkerPoolHandler::WorkerPoolHandler(const ServeConfig& config, std::vector<Devi
   for (const ModelConfig& m : config.models) {
     auto model = std::make_unique<Model>();
     model->name = m.name;
-    model->model = std::make_unique<ServedModel>(m, options_.profile_shape);
+    model->model = options_.load_model ? options_.load_model(m, options_.profile_shape)
+                                       : std::make_unique<ServedModel>(m, options_.profile_shape);
     models_.emplace(m.name, std::move(model));
   }
   for (Device device : devices_) {
@@ -407,6 +408,10 @@ uint64_t WorkerPoolHandler::preemption_count() const {
 uint64_t WorkerPoolHandler::restart_count() const {
   std::lock_guard lock(mutex_);
   return restart_count_;
+}
+
+const ServedModel& WorkerPoolHandler::served_model(const std::string& name) const {
+  return *find(name).model;
 }
 
 WorkerPoolHandler::Model& WorkerPoolHandler::find(const std::string& model) const {

@@ -63,6 +63,8 @@ struct WorkerPoolOptions {
   uint64_t workspace_bytes = 0;
   ZooInputShape profile_shape{1, 224, 128};
   int profile_repeats = 3;
+  // How each model is built and its weights had (default: from its weights file or seed).
+  ModelLoader load_model;
   // Which layers a switch may read in place from pinned host memory (device_run.h).
   DirectAccess direct_access = DirectAccess::kAuto;
   std::chrono::milliseconds worker_start_timeout{std::chrono::seconds(300)};
@@ -106,6 +108,9 @@ class WorkerPoolHandler : public RequestHandler {
   InferResult handle(const InferRequest& request) override;
 
   std::vector<std::string> model_names() const;
+  // The model called `name` (unknown_model otherwise); its image's host bytes (shared memory)
+  // never change.
+  const ServedModel& served_model(const std::string& name) const;
   const std::vector<Device>& devices() const { return devices_; }
   std::vector<WorkerInfo> workers() const;
   uint64_t params_capacity(Device device) const;

@@ -9,6 +9,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -170,6 +171,76 @@ TEST(SwitchCli, ServeSwitchesUnderAZipfLoad) {
   EXPECT_THAT(log, HasSubstr("switch two -> sim:0"));
   EXPECT_THAT(log, HasSubstr("evicted [one]"));
 }
+
+#if FERRY_WITH_TRANSPORT
+// Two controllers: the first offers its model's weights (loaded from its file), the second,
+// whose configuration names a weights file it does not have, fetches them from the first,
+// answers as the model does, and announces itself as a holder.
+TEST(SwitchCli, ServeFetchesWeightsFromAnotherController) {
+  FERRY_SKIP_WITHOUT_TOOL();
+  TempDir dir;
+  ::setenv("FERRY_TRANSPORT_SECRET", "cli-test-secret", /*overwrite=*/0);
+  nn::models::MLPOptions o;
+  o.seed = 21;
+  auto mlp = nn::models::mlp(8, {16}, 3, o);
+  std::filesystem::create_directories(dir.file("a"));
+  std::filesystem::create_directories(dir.file("b"));
+  safetensors::save(dir.file("a/w.safetensors"), mlp->state_dict());
+  const std::string toml_text =
+      "[models.tiny]\narch = \"mlp\"\nin_features = 8\nhidden = [16]\nout_features = 3\n"
+      "weights = \"w.safetensors\"\n";
+  for (const char* side : {"a", "b"}) {
+    std::ofstream toml(dir.file(std::string(side) + "/models.toml"));
+    toml << toml_text;
+  }
+  ServeProcess holder({"--in-process", "--devices", "sim:0", "--models", dir.file("a/models.toml"),
+                       "--socket", dir.file("a/run/s.sock"), "--share-weights", "127.0.0.1:0"},
+                      dir.file("a.log"));
+  ASSERT_TRUE(holder.started());
+  std::string port;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const std::string log = read_file(dir.file("a.log"));
+        const size_t at = log.find("shared on 127.0.0.1:");
+        if (at == std::string::npos) return false;
+        port = log.substr(at + 20, log.find('\n', at) - at - 20);
+        return true;
+      },
+      60s))
+      << read_file(dir.file("a.log"));
+
+  const std::string socket = dir.file("b/run/s.sock");
+  ServeProcess fetcher(
+      {"--devices", "sim:0", "--models", dir.file("b/models.toml"), "--socket", socket,
+       "--weights-from", "127.0.0.1:" + port, "--share-weights", "127.0.0.1:0"},
+      dir.file("b.log"));
+  ASSERT_TRUE(fetcher.started());
+  ASSERT_TRUE(eventually([&] { return ::access(socket.c_str(), F_OK) == 0; }, 60s))
+      << read_file(dir.file("b.log"));
+  Tensor x = randn({4, 8});
+  TensorDict inputs;
+  inputs.insert("x", x);
+  safetensors::save(dir.file("x.safetensors"), inputs);
+  auto run = ::ferry::testing::run_ferry_tool(
+      "client --socket '" + socket + "' --input '" + dir.file("x.safetensors") +
+      "' --model tiny --output '" + dir.file("y.safetensors") + "'");
+  EXPECT_EQ(run.status, 0) << run.out;
+  Tensor expected;
+  {
+    autograd::NoGradGuard no_grad;
+    mlp->eval();
+    expected = mlp->forward(x);
+  }
+  auto y = safetensors::load(dir.file("y.safetensors"));
+  ASSERT_NE(y.find("y"), nullptr);
+  EXPECT_TRUE(testing::same_tensor(*y.find("y"), expected));
+  EXPECT_EQ(fetcher.stop(SIGTERM, 20s), 0);
+  EXPECT_EQ(holder.stop(SIGTERM, 20s), 0);
+  EXPECT_THAT(read_file(dir.file("b.log")),
+              HasSubstr("model 'tiny': weights fetched from 127.0.0.1:" + port));
+  EXPECT_THAT(read_file(dir.file("a.log")), HasSubstr("holds 'tiny' too"));
+}
+#endif  // FERRY_WITH_TRANSPORT
 
 TEST(SwitchCli, ServeRefusesABadConfig) {
   FERRY_SKIP_WITHOUT_TOOL();
