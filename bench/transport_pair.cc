@@ -45,48 +45,6 @@ struct PeerCommand {
   int64_t what = kQuit, bytes = 0, block = 0, blocks = 0, window = 1;
 };
 
-std::string random_secret() {
-  std::random_device rd;
-  std::string out;
-  const char* hex = "0123456789abcdef";
-  for (int i = 0; i < 32; ++i) out += hex[rd() % 16];
-  return out;
-}
-
-std::string this_exe() {
-  char exe[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  FERRY_CHECK(n > 0, "bench-transport: cannot find this executable (/proc/self/exe): ",
-              std::strerror(errno));
-  return std::string(exe, static_cast<size_t>(n));
-}
-
-// Sets environment variables for the life of this object, then restores them.
-class ScopedEnv {
- public:
-  explicit ScopedEnv(const std::map<std::string, std::string>& settings) {
-    for (const auto& [key, value] : settings) {
-      const char* old = std::getenv(key.c_str());
-      old_.emplace_back(key, old != nullptr ? std::optional<std::string>(old) : std::nullopt);
-      ::setenv(key.c_str(), value.c_str(), 1);
-    }
-  }
-  ~ScopedEnv() {
-    for (const auto& [key, old] : old_) {
-      if (old) {
-        ::setenv(key.c_str(), old->c_str(), 1);
-      } else {
-        ::unsetenv(key.c_str());
-      }
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> old_;
-};
-
 Tensor encode(const PeerCommand& c) {
   Tensor t = empty({kCommandLength}, TensorOptions(kInt64));
   int64_t* p = t.data_ptr<int64_t>();
@@ -226,9 +184,9 @@ PairFigures measure(Endpoint& ep, PeerId peer, const TransportCase& c, double bu
 
 // The peer's command line: this executable, with the options it shares with this process.
 std::vector<std::string> peer_command(uint16_t port, const TransportBenchOptions& o) {
-  std::vector<std::string> args = {this_exe(),  "bench-transport",
-                                   "--peer-of", "127.0.0.1:" + std::to_string(port),
-                                   "--timeout", std::to_string(o.timeout_s)};
+  std::vector<std::string> args = {this_exe_path(), "bench-transport",
+                                   "--peer-of",     "127.0.0.1:" + std::to_string(port),
+                                   "--timeout",     std::to_string(o.timeout_s)};
   if (o.poll) args.push_back("--poll");
   args.push_back("--recv-buffers");
   args.push_back(std::to_string(o.recv_buffers));

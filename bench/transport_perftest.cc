@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -161,6 +162,39 @@ std::vector<std::string> environment_with(const std::map<std::string, std::strin
   return out;
 }
 
+std::string random_secret() {
+  std::random_device rd;
+  std::string out;
+  const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) out += hex[rd() % 16];
+  return out;
+}
+
+std::string this_exe_path() {
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  FERRY_CHECK(n > 0, "bench: cannot find this executable (/proc/self/exe): ", std::strerror(errno));
+  return std::string(exe, static_cast<size_t>(n));
+}
+
+ScopedEnv::ScopedEnv(const std::map<std::string, std::string>& settings) {
+  for (const auto& [key, value] : settings) {
+    const char* old = std::getenv(key.c_str());
+    old_.emplace_back(key, old != nullptr ? std::optional<std::string>(old) : std::nullopt);
+    ::setenv(key.c_str(), value.c_str(), 1);
+  }
+}
+
+ScopedEnv::~ScopedEnv() {
+  for (const auto& [key, old] : old_) {
+    if (old) {
+      ::setenv(key.c_str(), old->c_str(), 1);
+    } else {
+      ::unsetenv(key.c_str());
+    }
+  }
+}
+
 std::string find_executable(const std::string& name) {
   if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
   const char* path = std::getenv("PATH");
@@ -245,6 +279,8 @@ std::string ucx_version(const std::string& output) {
 
 }  // namespace
 }  // namespace perftest_detail
+
+uint16_t free_loopback_port() { return perftest_detail::free_port(); }
 
 PerftestResult run_perftest(const std::string& executable, const PerftestCase& c,
                             const std::map<std::string, std::string>& ucx,

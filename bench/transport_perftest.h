@@ -12,7 +12,9 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ferry::bench {
@@ -52,6 +54,27 @@ class ChildProcess {
 // This process's environment with `set` over it and `unset` removed, as KEY=VALUE entries.
 std::vector<std::string> environment_with(const std::map<std::string, std::string>& set,
                                           const std::vector<std::string>& unset = {});
+
+// 32 random hex digits: a secret for one benchmark's pair of processes.
+std::string random_secret();
+
+// A loopback TCP port nothing listens on at the moment of the call.
+uint16_t free_loopback_port();
+
+// The running executable's path (/proc/self/exe).
+std::string this_exe_path();
+
+// Sets environment variables for the life of this object, then restores them.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const std::map<std::string, std::string>& settings);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> old_;
+};
 
 // `name` itself when it holds a '/', else the first executable of that name on PATH; "" if none.
 std::string find_executable(const std::string& name);

@@ -1,7 +1,7 @@
-// `ferry bench-transport` as a process (FERRY_TOOL, set by ctest): the --quick smoke run starts
-// its peer process, succeeds and prints one table per transport with every case and the
-// transports used; bad options are refused. Nothing here judges speed, and the run succeeds with
-// or without ucx_perftest installed (--quick never fails on a missed target).
+// `ferry bench-transport` and `ferry bench-weights` as processes (FERRY_TOOL, set by ctest): the
+// --quick smoke run starts its peer process, succeeds and prints one table per transport with every
+// case and the transports used; bad options are refused. Nothing here judges speed, and the run
+// succeeds with or without ucx_perftest installed (--quick never fails on a missed target).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -53,6 +53,22 @@ TEST(BenchTransportCommand, BadOptionsAreRefusedWithAMessage) {
   const Result tls = run_ferry_tool("bench-transport --quick --tls rdma");
   EXPECT_NE(tls.status, 0);
   EXPECT_THAT(tls.out, HasSubstr("--tls"));
+}
+
+// `ferry bench-weights`: one small model, one repeat, over both transports.
+TEST(BenchWeightsCommand, PrintsTheLocalLoadsAndAFetchPerTransport) {
+  SKIP_WITHOUT_BENCH_TRANSPORT();
+  const Result r = run_ferry_tool("bench-weights --arch resnet18 --repeat 1 --timeout 60");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* line :
+       {"bench-weights: resnet18", "local load, file in the page cache",
+        "local load, file evicted from the page cache", "UCX_TLS=sm,tcp:", "UCX_TLS=tcp:",
+        "fetch: request to verified bytes in pinned memory", "fetch / local load: "}) {
+    EXPECT_THAT(r.out, HasSubstr(line)) << r.out;
+  }
+  const Result bad = run_ferry_tool("bench-weights --arch alexnet --repeat 1");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_THAT(bad.out, HasSubstr("alexnet"));
 }
 
 }  // namespace
