@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cstdio>
 #include <exception>
@@ -57,6 +58,26 @@ bool large_block_fits(size_t block_size, size_t rounded) {
 }
 
 void release_pinned(void* context);
+
+// The release hooks; the mutex is held while they run, so that removing one waits for its calls.
+std::mutex& hooks_mutex() {
+  static auto* m = new std::mutex();
+  return *m;
+}
+std::map<uint64_t, PinnedReleaseHook>& hooks() {
+  static auto* h = new std::map<uint64_t, PinnedReleaseHook>();
+  return *h;
+}
+void run_release_hooks(const PinnedBlockRange& block) {
+  std::lock_guard<std::mutex> lock(hooks_mutex());
+  for (const auto& [id, hook] : hooks()) {
+    try {
+      hook(block);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ferry: a pinned block release hook failed: %s\n", e.what());
+    }
+  }
+}
 
 // The context of a view storage (pinned_view_storage): the block's own storage, kept alive.
 struct PinnedView {
@@ -178,6 +199,7 @@ class PinnedAllocator final : public Allocator {
     }
     std::exception_ptr error;
     for (PinnedBlock* b : victims) {
+      run_release_hooks({b->ptr, b->size});
       try {
         detail::memory_backend(b->backend).free_host(b->ptr);
       } catch (...) {
@@ -348,6 +370,30 @@ Storage pinned_view_storage(const Storage& storage, size_t offset, size_t nbytes
   void* data = static_cast<char*>(block.data()) + offset;
   auto* view = new PinnedView{std::move(block)};
   return Storage(DataPtr(data, view, &release_pinned_view, Device(DeviceType::CPU)), nbytes);
+}
+
+std::optional<PinnedBlockRange> pinned_block_of(const Storage& storage) {
+  if (!storage.defined()) return std::nullopt;
+  const Storage* block = &storage;
+  if (storage.data_ptr().deleter() == &release_pinned_view) {
+    block = &static_cast<const PinnedView*>(storage.data_ptr().context())->block;
+  }
+  if (block->data_ptr().deleter() != &release_pinned) return std::nullopt;
+  const auto* b = static_cast<const PinnedBlock*>(block->data_ptr().context());
+  return PinnedBlockRange{b->ptr, b->size};
+}
+
+uint64_t add_pinned_release_hook(PinnedReleaseHook hook) {
+  static std::atomic<uint64_t> next_id{1};
+  const uint64_t id = next_id.fetch_add(1);
+  std::lock_guard<std::mutex> lock(hooks_mutex());
+  hooks().emplace(id, std::move(hook));
+  return id;
+}
+
+void remove_pinned_release_hook(uint64_t id) {
+  std::lock_guard<std::mutex> lock(hooks_mutex());
+  hooks().erase(id);
 }
 
 bool pinned_record_event(const void* ptr, const Stream& stream) {

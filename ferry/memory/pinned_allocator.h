@@ -4,11 +4,13 @@
 // Invariants: a block is handed out to one storage at a time; a block freed after
 // pinned_record_event is reused only once the work queued on each recorded stream before the
 // free is done (for events recorded through a view storage too); cached blocks go back to the
-// backend only in pinned_empty_cache.
+// backend only in pinned_empty_cache, after the release hooks have heard of them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 
 #include "ferry/core/storage.h"
 #include "ferry/device/stream.h"
@@ -67,6 +69,22 @@ bool pinned_record_event(const void* ptr, const Stream& stream);
 // pinned block hands out per tensor, so that each tensor is an independent object whose
 // asynchronous copies still protect the block.
 Storage pinned_view_storage(const Storage& storage, size_t offset, size_t nbytes);
+
+// The pinned block holding `storage`'s bytes (the storage's own block, or the block a view
+// storage was cut from): its start and size. Nothing for a storage of another allocator.
+struct PinnedBlockRange {
+  void* ptr = nullptr;
+  size_t size = 0;
+};
+std::optional<PinnedBlockRange> pinned_block_of(const Storage& storage);
+
+// Hooks told of each block just before pinned_empty_cache hands it back to the backend (called
+// without the allocator's lock, one block at a time), for caches keyed by block such as the
+// transport's memory registrations. remove_pinned_release_hook returns once no call of that hook
+// is running; it must not be called from a hook, nor while holding a lock a hook takes.
+using PinnedReleaseHook = std::function<void(const PinnedBlockRange& block)>;
+uint64_t add_pinned_release_hook(PinnedReleaseHook hook);
+void remove_pinned_release_hook(uint64_t id);
 
 PinnedStats pinned_stats();
 void pinned_reset_peak_stats();

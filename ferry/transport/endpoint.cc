@@ -37,6 +37,8 @@ PeerId Endpoint::connect(const std::string& host, uint16_t port) {
   return state_->connect(host, port);
 }
 
+RegistrationStats Endpoint::registration_stats() const { return state_->registration_stats(); }
+
 std::string Endpoint::peer_name(PeerId peer) const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->label(peer);

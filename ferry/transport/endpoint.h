@@ -46,6 +46,15 @@ struct EndpointOptions {
   size_t inline_bytes = 8192;
 };
 
+// What the endpoint's registration cache did (ucp_mem_map of pinned blocks, kept per block).
+struct RegistrationStats {
+  uint64_t registered = 0;  // blocks registered (ucp_mem_map calls)
+  uint64_t reused = 0;      // transfers that found their block registered already
+  uint64_t released = 0;    // registrations dropped as their block went back to its backend
+  uint64_t failed = 0;      // blocks UCX would not register (sent with UCX's own handling)
+  size_t live = 0;          // registrations held now
+};
+
 namespace detail {
 class EndpointState;
 struct Operation;
@@ -131,6 +140,11 @@ class Endpoint {
   const EndpointOptions& options() const;
   // UCX's own description of the transports a connection uses (ucp_ep_print_info).
   std::string describe(PeerId peer) const;
+  // Payloads in pinned memory (pinned tensors, the staging of device tensors, pinned landings)
+  // go with a registration of their whole pinned block, made once per block and reused by every
+  // later transfer from or into it until the block goes back to its backend
+  // (memory::pinned_empty_cache).
+  RegistrationStats registration_stats() const;
 
  private:
   std::shared_ptr<detail::EndpointState> state_;

@@ -11,6 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <utility>
+
+#include "ferry/memory/pinned_allocator.h"
 
 namespace ferry::transport::detail {
 namespace {
@@ -97,12 +100,16 @@ EndpointState::EndpointState(EndpointOptions opts)
     ucp_cleanup(context_);
     ucx_failed("setting up the worker's wake-up", status != UCS_OK ? status : UCS_ERR_IO_ERROR);
   }
+  release_hook_ = memory::add_pinned_release_hook(
+      [this](const memory::PinnedBlockRange& block) { release_registration(block.ptr); });
   progress_thread_ = std::thread([this] { progress_thread_main(); });
 }
 
 EndpointState::~EndpointState() { shutdown(); }
 
 void EndpointState::shutdown() {
+  // First, with no lock of ours held: a hook running now may be waiting for the mutex.
+  if (release_hook_ != 0) memory::remove_pinned_release_hook(std::exchange(release_hook_, 0));
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (closed_) return;
@@ -136,6 +143,7 @@ void EndpointState::shutdown() {
   std::lock_guard<std::mutex> lock(mutex);
   for (void* request : closing_) ucp_request_free(request);
   closing_.clear();
+  unmap_all_registrations_locked();
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
   worker_ = nullptr;
@@ -317,9 +325,13 @@ void tag_recv_callback(void* request, ucs_status_t status, const ucp_tag_recv_in
 }  // namespace
 
 void EndpointState::post_tag_send(Operation& op, Connection& conn, const void* data, size_t bytes,
-                                  uint64_t tag) {
+                                  uint64_t tag, ucp_mem_h memh) {
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  if (memh != nullptr) {
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    param.memh = memh;
+  }
   param.cb.send = send_callback;
   param.user_data = &op;
   ucs_status_ptr_t request = ucp_tag_send_nbx(conn.data_ep, data, bytes, tag, &param);
@@ -333,12 +345,17 @@ void EndpointState::post_tag_send(Operation& op, Connection& conn, const void* d
   }
 }
 
-void EndpointState::post_tag_recv(Operation& op, void* data, size_t bytes, uint64_t tag) {
+void EndpointState::post_tag_recv(Operation& op, void* data, size_t bytes, uint64_t tag,
+                                  ucp_mem_h memh) {
   ucp_request_param_t param{};
   // Always completed through the callback, which carries the received length (UCX 1.13 leaves
   // recv_info unfilled on an immediate completion).
   param.op_attr_mask =
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  if (memh != nullptr) {
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    param.memh = memh;
+  }
   param.cb.recv = tag_recv_callback;
   param.user_data = &op;
   ucs_status_ptr_t request = ucp_tag_recv_nbx(worker_, data, bytes, tag, kFullTagMask, &param);

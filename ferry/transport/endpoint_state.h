@@ -129,8 +129,16 @@ class EndpointState {
   std::string label(PeerId peer) const;
   void fail_locked(Operation& op, std::string message);
   void cancel_locked(Operation& op, std::string message);
-  void post_tag_send(Operation& op, Connection& conn, const void* data, size_t bytes, uint64_t tag);
-  void post_tag_recv(Operation& op, void* data, size_t bytes, uint64_t tag);
+  // `memh`: the registration of the memory (registration_locked), or nullptr for UCX's own.
+  void post_tag_send(Operation& op, Connection& conn, const void* data, size_t bytes, uint64_t tag,
+                     ucp_mem_h memh = nullptr);
+  void post_tag_recv(Operation& op, void* data, size_t bytes, uint64_t tag,
+                     ucp_mem_h memh = nullptr);
+  // The registration (ucp_mem_map) of the pinned block holding `t`'s bytes, made on its first
+  // use and kept until the block goes back to its backend (a pinned allocator release hook);
+  // nullptr for memory of another kind. Under the mutex.
+  ucp_mem_h registration_locked(const Tensor& t);
+  RegistrationStats registration_stats() const;
   void track(const std::shared_ptr<Operation>& op) { live_[op.get()] = op; }
 
   // Connections
@@ -181,6 +189,17 @@ class EndpointState {
   void close_ep(Connection& conn, bool flush);
   void force_close(Connection& conn);
   void finish_flushes_locked(bool now);
+
+  // Registrations of pinned blocks by block start (registration_locked).
+  struct Registration {
+    size_t size = 0;
+    ucp_mem_h memh = nullptr;
+  };
+  std::unordered_map<const void*, Registration> registrations_;
+  RegistrationStats registration_stats_;
+  uint64_t release_hook_ = 0;
+  void release_registration(const void* block);
+  void unmap_all_registrations_locked();
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;

@@ -75,7 +75,8 @@ void EndpointState::post_ready_sends_locked(Connection& conn) {
                   make_tag(conn.remote_id, op->tag, MessageKind::tensor_header));
     if (!h.payload_inline) {
       post_tag_send(*op, conn, op->payload.data_ptr(), h.payload_bytes,
-                    make_tag(conn.remote_id, h.seq, MessageKind::tensor_payload));
+                    make_tag(conn.remote_id, h.seq, MessageKind::tensor_payload),
+                    registration_locked(op->payload));
     }
   }
 }
@@ -122,7 +123,8 @@ void EndpointState::handle_header(Operation& op, size_t length) {
   }
   op.header_buffer.reset();
   post_tag_recv(op, op.payload.data_ptr(), h.payload_bytes,
-                make_tag(op.peer, h.seq, MessageKind::tensor_payload));
+                make_tag(op.peer, h.seq, MessageKind::tensor_payload),
+                registration_locked(op.payload));
 }
 
 // The payload is in op.payload: move it to its destination (on the consumer's stream for a

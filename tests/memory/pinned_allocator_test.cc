@@ -88,6 +88,38 @@ TEST_F(PinnedAllocatorTest, RecordStreamOnAPinnedTensorRecordsAnEvent) {
   EXPECT_EQ(pinned_floats(256).data_ptr(), first);
 }
 
+TEST_F(PinnedAllocatorTest, BlocksAreFoundFromTheirStoragesAndHooksHearOfTheirRelease) {
+  EXPECT_FALSE(memory::pinned_block_of(empty({16}).storage()).has_value());
+  EXPECT_FALSE(memory::pinned_block_of(Storage()).has_value());
+  Tensor pinned = empty({1000}, TensorOptions().pinned_memory(true));
+  const auto block = memory::pinned_block_of(pinned.storage());
+  ASSERT_TRUE(block.has_value());
+  EXPECT_EQ(block->ptr, pinned.data_ptr());
+  EXPECT_EQ(block->size, memory::pinned_size_class(4000));
+  Storage view = memory::pinned_view_storage(pinned.storage(), 512, 256);
+  const auto of_view = memory::pinned_block_of(view);
+  ASSERT_TRUE(of_view.has_value());
+  EXPECT_EQ(of_view->ptr, block->ptr);
+
+  memory::pinned_empty_cache();  // what earlier tests left cached
+  std::vector<void*> released;
+  const uint64_t hook = memory::add_pinned_release_hook(
+      [&](const memory::PinnedBlockRange& b) { released.push_back(b.ptr); });
+  memory::pinned_empty_cache();
+  EXPECT_TRUE(released.empty()) << "a block in use is never handed back";
+  pinned = Tensor();
+  EXPECT_TRUE(released.empty()) << "a freed block stays cached until pinned_empty_cache";
+  memory::pinned_empty_cache();
+  EXPECT_TRUE(released.empty()) << "the view still holds the block";
+  view = Storage();
+  memory::pinned_empty_cache();
+  EXPECT_EQ(released, std::vector<void*>{block->ptr});
+  memory::remove_pinned_release_hook(hook);
+  empty({1000}, TensorOptions().pinned_memory(true));
+  memory::pinned_empty_cache();
+  EXPECT_EQ(released.size(), 1u) << "a removed hook is not called";
+}
+
 TEST_F(PinnedAllocatorTest, RecordEventIgnoresMemoryItDoesNotOwn) {
   Tensor pageable = empty({16});
   const Stream s = get_stream_from_pool(kSim0);

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "ferry/ferry.h"
+#include "ferry/memory/pinned_allocator.h"
 #include "ferry/transport/endpoint.h"
 #include "tests/support/errors.h"
 #include "tests/support/random.h"
@@ -148,6 +149,65 @@ TEST(TransportEndpoint, ReceivesConvertToTheAskedDtypeAndLandInPinnedMemory) {
       p.server->recv(p.server_to_client, 3, TensorOptions(kFloat32).pinned_memory(true)).get();
   EXPECT_TRUE(pinned.is_pinned());
   EXPECT_ALL_CLOSE(pinned, sent, 0.0, 0.0);
+}
+
+// Pinned payloads go with a registration of their whole block, made once and reused, and dropped
+// when the block goes back to the backend; other memory is left to UCX.
+TEST(TransportEndpoint, PinnedBlocksAreRegisteredOnceAndReleasedWithTheirBlock) {
+  Pair p = connect_pair();
+  memory::pinned_empty_cache();
+  const int64_t n = int64_t{1} << 18;  // 1 MiB: above the inline size, a message of its own
+  Tensor sent = randn({n}).pin_memory();
+  for (int i = 0; i < 4; ++i) {
+    Tensor into = empty({n}, TensorOptions().pinned_memory(true));
+    auto received = p.server->recv(into, p.server_to_client, 1);
+    auto inner = p.server->recv(p.server_to_client, 2);
+    p.client->send(sent.narrow(0, 1, n - 1), p.client_to_server, 2).wait();  // inside the block
+    p.client->send(sent, p.client_to_server, 1).wait();
+    received.wait();
+    expect_same(into, sent);
+    expect_same(inner.get(), sent.narrow(0, 1, n - 1));
+  }
+  const RegistrationStats client = p.client->registration_stats();
+  ASSERT_EQ(client.failed, 0u) << "UCX would not register pinned host memory";
+  EXPECT_EQ(client.registered, 1u);
+  EXPECT_EQ(client.reused, 7u);
+  EXPECT_EQ(client.live, 1u);
+  // Each receive landed in a block from the pinned cache: the same one again once freed.
+  const RegistrationStats server = p.server->registration_stats();
+  EXPECT_EQ(server.registered + server.reused, 4u);
+  EXPECT_LE(server.registered, 2u);
+
+  // Plain memory is not registered by ferry.
+  auto plain = p.server->recv(p.server_to_client, 3);
+  p.client->send(randn({n}), p.client_to_server, 3).wait();
+  plain.get();
+  EXPECT_EQ(p.client->registration_stats().registered, 1u);
+  EXPECT_EQ(p.client->registration_stats().reused, 7u);
+
+  // The block goes back to the backend: its registration goes first, and a new block is
+  // registered afresh.
+  sent = Tensor();
+  memory::pinned_empty_cache();
+  EXPECT_EQ(p.client->registration_stats().released, 1u);
+  EXPECT_EQ(p.client->registration_stats().live, 0u);
+  EXPECT_EQ(p.server->registration_stats().live, 0u);
+  const Tensor again = arange(n, kFloat32).pin_memory();
+  auto fresh = p.server->recv(p.server_to_client, 4);
+  p.client->send(again, p.client_to_server, 4).wait();
+  expect_same(fresh.get(), again);
+  EXPECT_EQ(p.client->registration_stats().registered, 2u);
+
+  // A device tensor is staged through pinned blocks, registered once and reused.
+  const Device sim("sim:0");
+  const Tensor on_device = randn({n}).to(sim);
+  const uint64_t before = p.client->registration_stats().registered;
+  for (int i = 0; i < 3; ++i) {
+    auto staged = p.server->recv(p.server_to_client, 5);
+    p.client->send(on_device, p.client_to_server, 5).wait();
+    expect_same(staged.get(), on_device);
+  }
+  EXPECT_LE(p.client->registration_stats().registered - before, 1u);
 }
 
 // Per tag, tensors arrive in the order they were sent, whatever their sizes and whatever the
