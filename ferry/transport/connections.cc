@@ -462,18 +462,40 @@ std::string EndpointState::label(PeerId peer) const {
   return it == connections_.end() ? "peer " + std::to_string(peer) : it->second->label();
 }
 
-std::string EndpointState::describe(PeerId peer) {
-  std::lock_guard<std::mutex> lock(mutex);
-  Connection& conn = admitted(peer);
+namespace {
+std::string print_info(ucp_ep_h ep) {
   char* text = nullptr;
   size_t size = 0;
   FILE* stream = open_memstream(&text, &size);
   FERRY_CHECK_AS(TransportError, stream != nullptr, "transport: open_memstream failed");
-  ucp_ep_print_info(conn.data_ep, stream);
+  ucp_ep_print_info(ep, stream);
   std::fclose(stream);
   std::string out(text, size);
   std::free(text);
   return out;
+}
+}  // namespace
+
+std::string EndpointState::describe(PeerId peer) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return print_info(admitted(peer).data_ep);
+}
+
+bool EndpointState::rows_pay_locked(Connection& conn) {
+  if (!conn.rows_pay) {
+    // Every lane a shared-memory transport ("sysv/memory", "posix/memory", ...): UCX 1.13 then
+    // sends an iov at memory speed, while over TCP it falls back to small copied fragments
+    // (measured in docs/transport.md).
+    const std::string info = print_info(conn.data_ep);
+    bool memory_only = false;
+    for (size_t at = info.find("lane["); at != std::string::npos; at = info.find("lane[", at + 1)) {
+      const std::string line = info.substr(at, info.find('\n', at) - at);
+      memory_only = line.find("/memory") != std::string::npos;
+      if (!memory_only) break;
+    }
+    conn.rows_pay = memory_only;
+  }
+  return *conn.rows_pay;
 }
 
 }  // namespace ferry::transport::detail

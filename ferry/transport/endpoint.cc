@@ -38,6 +38,10 @@ PeerId Endpoint::connect(const std::string& host, uint16_t port) {
 }
 
 RegistrationStats Endpoint::registration_stats() const { return state_->registration_stats(); }
+SendStats Endpoint::send_stats() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->send_stats;
+}
 
 std::string Endpoint::peer_name(PeerId peer) const {
   std::lock_guard<std::mutex> lock(state_->mutex);

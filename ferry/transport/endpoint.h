@@ -44,6 +44,22 @@ struct EndpointOptions {
   // Payloads up to this many bytes travel inside the header message (one message, one copy);
   // larger ones follow as a second message received straight into the tensor.
   size_t inline_bytes = 8192;
+  // A CPU tensor that is not dense but whose innermost dimension is contiguous is sent as a list
+  // of its rows (UCX iov: no packing copy) when each row holds at least this many bytes, there
+  // are at most kMaxSendRows of them, and the connection's data goes over shared memory;
+  // otherwise it is packed by the copy engine first (over TCP, UCX sends an iov 2x slower than
+  // a packed tensor). 0: always pack. Measurements: docs/transport.md.
+  size_t row_send_min_bytes = 4096;
+};
+
+inline constexpr size_t kMaxSendRows = 4096;
+
+// How this endpoint's sends went out (counts of sends).
+struct SendStats {
+  uint64_t own_memory = 0;  // from the tensor's own dense memory
+  uint64_t as_rows = 0;     // from the tensor's memory as a list of rows (UCX iov)
+  uint64_t packed = 0;      // packed into a contiguous tensor first (copy engine)
+  uint64_t staged = 0;      // device tensors copied into pinned memory first
 };
 
 // What the endpoint's registration cache did (ucp_mem_map of pinned blocks, kept per block).
@@ -145,6 +161,7 @@ class Endpoint {
   // later transfer from or into it until the block goes back to its backend
   // (memory::pinned_empty_cache).
   RegistrationStats registration_stats() const;
+  SendStats send_stats() const;
 
  private:
   std::shared_ptr<detail::EndpointState> state_;

@@ -345,6 +345,25 @@ void EndpointState::post_tag_send(Operation& op, Connection& conn, const void* d
   }
 }
 
+void EndpointState::post_tag_send_rows(Operation& op, Connection& conn, uint64_t tag) {
+  ucp_request_param_t param{};
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
+  param.cb.send = send_callback;
+  param.user_data = &op;
+  param.datatype = ucp_dt_make_iov();
+  ucs_status_ptr_t request =
+      ucp_tag_send_nbx(conn.data_ep, op.rows.data(), op.rows.size(), tag, &param);
+  ++op.outstanding;
+  if (request == nullptr) {
+    completions.push_back({&op, nullptr, UCS_OK, 0});
+  } else if (UCS_PTR_IS_ERR(request)) {
+    completions.push_back({&op, nullptr, UCS_PTR_STATUS(request), 0});
+  } else {
+    op.requests.push_back(request);
+  }
+}
+
 void EndpointState::post_tag_recv(Operation& op, void* data, size_t bytes, uint64_t tag,
                                   ucp_mem_h memh) {
   ucp_request_param_t param{};

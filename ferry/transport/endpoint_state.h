@@ -52,7 +52,8 @@ struct Operation {
   std::vector<std::byte> message;              // send: the header (+ inline payload)
   std::unique_ptr<std::byte[]> header_buffer;  // recv: where the header lands (not zeroed)
   size_t header_capacity = 0;
-  Tensor payload;  // send: the bytes sent; recv: where they land
+  Tensor payload;                  // send: the bytes sent; recv: where they land
+  std::vector<ucp_dt_iov_t> rows;  // send: payload's rows, when it goes as a list of them
   // send
   Tensor source;                // the caller's tensor, until a staged copy from it is done
   std::optional<Event> staged;  // the copy of a device tensor into `payload` is done when this is
@@ -80,7 +81,8 @@ struct Connection {
   bool was_admitted = false;  // tensors it sent before leaving may still be received
   bool answered = false;      // a handshake record came from the peer (connect retries until)
   std::optional<Clock::time_point> gone_since;  // UCX reported the peer gone (connections.cc)
-  void* flush_request = nullptr;                // an orderly close's flush in flight
+  std::optional<bool> rows_pay;   // sending lists of rows beats packing them (rows_pay_locked)
+  void* flush_request = nullptr;  // an orderly close's flush in flight
   Clock::time_point flush_deadline;
   std::string failure;
   // Handshake
@@ -134,6 +136,11 @@ class EndpointState {
                      ucp_mem_h memh = nullptr);
   void post_tag_recv(Operation& op, void* data, size_t bytes, uint64_t tag,
                      ucp_mem_h memh = nullptr);
+  // Whether a strided tensor sent to `conn` as a list of rows beats packing it: when the data
+  // goes over shared memory only (decided once per connection from UCX's lanes).
+  bool rows_pay_locked(Connection& conn);
+  // Sends op.rows (UCX iov) as one message.
+  void post_tag_send_rows(Operation& op, Connection& conn, uint64_t tag);
   // The registration (ucp_mem_map) of the pinned block holding `t`'s bytes, made on its first
   // use and kept until the block goes back to its backend (a pinned allocator release hook);
   // nullptr for memory of another kind. Under the mutex.
@@ -161,6 +168,7 @@ class EndpointState {
   std::atomic<Clock::rep> last_wait_end{
       0};  // when the last waiter left (the progress thread's cue)
   std::optional<uint16_t> listening_port;
+  SendStats send_stats;  // under the mutex
 
   // Called from UCX callbacks (inside progress).
   std::vector<Completion> completions;

@@ -29,16 +29,62 @@ bool same_layout(const Tensor& t, const TensorHeader& h) {
   return true;
 }
 
+// `t`'s bytes in C order as rows of its innermost dimensions (those that are contiguous
+// together), when each row holds at least `min_row_bytes` and there are at most kMaxSendRows;
+// else nothing.
+std::vector<ucp_dt_iov_t> rows_of(const Tensor& t, size_t min_row_bytes) {
+  if (min_row_bytes == 0 || t.numel() == 0) return {};
+  const int64_t item = static_cast<int64_t>(t.element_size());
+  // Merge dimensions from the innermost while they are contiguous together.
+  int64_t d = t.dim() - 1;
+  while (d >= 0 && t.size(d) == 1) --d;
+  if (d < 0 || t.stride(d) != 1) return {};
+  int64_t row = t.size(d);
+  for (--d; d >= 0; --d) {
+    if (t.size(d) == 1) continue;
+    if (t.stride(d) != row) break;
+    row *= t.size(d);
+  }
+  const int64_t outer_dims = d + 1;
+  const size_t row_bytes = static_cast<size_t>(row * item);
+  const size_t count = static_cast<size_t>(t.numel() / row);
+  if (row_bytes < min_row_bytes || count > kMaxSendRows) return {};
+  std::vector<ucp_dt_iov_t> rows(count);
+  std::vector<int64_t> index(static_cast<size_t>(outer_dims), 0);
+  const auto* base = static_cast<const char*>(t.data_ptr());
+  for (size_t r = 0; r < count; ++r) {
+    int64_t offset = 0;
+    for (int64_t k = 0; k < outer_dims; ++k) offset += index[static_cast<size_t>(k)] * t.stride(k);
+    rows[r].buffer = const_cast<char*>(base + offset * item);
+    rows[r].length = row_bytes;
+    for (int64_t k = outer_dims - 1; k >= 0; --k) {  // the next outer index, last fastest
+      if (++index[static_cast<size_t>(k)] < t.size(k)) break;
+      index[static_cast<size_t>(k)] = 0;
+    }
+  }
+  return rows;
+}
+
 }  // namespace
 
 // Prepares the payload of a send outside the endpoint's lock (it may run a copy): a CPU tensor is
-// sent from its own memory when dense, else packed by the copy engine; a device tensor is copied
-// into pinned memory on its device's current stream, and the send waits for that copy's event.
-void prepare_send(Operation& op, const Tensor& tensor) {
+// sent from its own memory when dense, as a list of its rows when they are long enough, else
+// packed by the copy engine; a device tensor is copied into pinned memory on its device's current
+// stream, and the send waits for that copy's event.
+void prepare_send(Operation& op, const Tensor& tensor, const EndpointOptions& options,
+                  bool rows_allowed) {
   FERRY_CHECK_AS(TransportError, tensor.defined(), "transport: expected a tensor to send, got an ",
                  "undefined one");
   if (tensor.device().is_cpu()) {
-    op.payload = tensor.is_non_overlapping_and_dense() ? tensor : tensor.contiguous();
+    if (tensor.is_non_overlapping_and_dense()) {
+      op.payload = tensor;
+    } else {
+      const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
+      if (rows_allowed && bytes > options.inline_bytes) {
+        op.rows = rows_of(tensor, options.row_send_min_bytes);
+      }
+      op.payload = op.rows.empty() ? tensor.contiguous() : tensor;
+    }
   } else {
     op.payload = dense_like(tensor, TensorOptions(tensor.scalar_type()).pinned_memory(true));
     op.payload.copy_(tensor, /*non_blocking=*/true);
@@ -48,7 +94,12 @@ void prepare_send(Operation& op, const Tensor& tensor) {
   }
   op.header.dtype = op.payload.scalar_type();
   op.header.sizes.assign(op.payload.sizes().begin(), op.payload.sizes().end());
-  op.header.strides.assign(op.payload.strides().begin(), op.payload.strides().end());
+  if (op.rows.empty()) {
+    op.header.strides.assign(op.payload.strides().begin(), op.payload.strides().end());
+  } else {  // the rows arrive one after another: contiguous
+    const auto strides = contiguous_strides(op.payload.sizes());
+    op.header.strides.assign(strides.begin(), strides.end());
+  }
   FERRY_CHECK_AS(TransportError, op.header.sizes.size() <= static_cast<size_t>(kMaxWireDims),
                  "transport: tensors of at most ", kMaxWireDims, " dimensions can be sent, got ",
                  op.header.sizes.size());
@@ -73,7 +124,9 @@ void EndpointState::post_ready_sends_locked(Connection& conn) {
     }
     post_tag_send(*op, conn, op->message.data(), op->message.size(),
                   make_tag(conn.remote_id, op->tag, MessageKind::tensor_header));
-    if (!h.payload_inline) {
+    if (!h.payload_inline && !op->rows.empty()) {
+      post_tag_send_rows(*op, conn, make_tag(conn.remote_id, h.seq, MessageKind::tensor_payload));
+    } else if (!h.payload_inline) {
       post_tag_send(*op, conn, op->payload.data_ptr(), h.payload_bytes,
                     make_tag(conn.remote_id, h.seq, MessageKind::tensor_payload),
                     registration_locked(op->payload));
@@ -172,8 +225,19 @@ std::shared_ptr<Operation> new_operation(EndpointState& state, bool is_send, Pee
 std::shared_ptr<Operation> start_send(EndpointState& state, const Tensor& tensor, PeerId peer,
                                       uint64_t tag) {
   auto op = new_operation(state, /*is_send=*/true, peer, tag);
-  prepare_send(*op, tensor);
+  bool rows_allowed = false;
+  if (tensor.defined() && tensor.device().is_cpu() && state.options.row_send_min_bytes > 0 &&
+      !tensor.is_non_overlapping_and_dense()) {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    rows_allowed = state.rows_pay_locked(state.admitted(peer));
+  }
+  prepare_send(*op, tensor, state.options, rows_allowed);
   std::lock_guard<std::mutex> lock(state.mutex);
+  SendStats& counts = state.send_stats;
+  ++(!tensor.device().is_cpu()                     ? counts.staged
+     : !op->rows.empty()                           ? counts.as_rows
+     : op->payload.data_ptr() == tensor.data_ptr() ? counts.own_memory
+                                                   : counts.packed);
   Connection& conn = state.admitted(peer);
   op->header.seq = conn.next_seq++;
   state.track(op);

@@ -7,7 +7,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "ferry/ferry.h"
@@ -84,6 +87,79 @@ TEST(TransportEndpoint, SendsAndReceivesTensorsOfEveryKindWithTheirLayout) {
       EXPECT_TRUE(got.is_contiguous());
   }
   for (auto& s : sends) s.wait();
+}
+
+// Sets UCX_TLS while alive (read when an endpoint is made), then restores it.
+class ScopedTls {
+ public:
+  explicit ScopedTls(const char* tls) {
+    if (const char* old = std::getenv("UCX_TLS")) old_ = old;
+    ::setenv("UCX_TLS", tls, 1);
+  }
+  ~ScopedTls() {
+    if (old_) {
+      ::setenv("UCX_TLS", old_->c_str(), 1);
+    } else {
+      ::unsetenv("UCX_TLS");
+    }
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+// Tensors whose innermost dimensions are contiguous go as lists of rows (no pack) when the rows
+// are long enough and the data goes over shared memory; over TCP they are packed. Every layout
+// arrives bit for bit and contiguous, and the counts say how each one went.
+TEST(TransportEndpoint, StridedTensorsWithLongRowsGoAsRowsOverSharedMemory) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  Generator gen(ferry::testing::test_seed());
+  struct Case {
+    Tensor tensor;
+    bool as_rows;
+  };
+  const std::vector<Case> cases = {
+      {randn({64, 1024}, kFloat32, &gen).narrow(1, 0, 512), true},    // rows of 2 KiB
+      {randn({8, 6, 300}, kFloat64, &gen).narrow(0, 1, 5), false},    // dense: own memory
+      {randn({4, 6, 4, 256}, kFloat32, &gen).narrow(1, 2, 3), true},  // 3 dims: 12 KiB rows
+      {randn({6, 5, 4, 512}, kBFloat16, &gen).select(1, 2), true},    // 4 KiB rows
+      {randn({2000, 300}, kFloat32, &gen).narrow(1, 0, 200), false},  // 800 B rows: packed
+      {randn({5000, 600}, kFloat32, &gen).mul(1000).to(kInt16).narrow(1, 0, 520),
+       false},                                                              // 5000 rows: packed
+      {randn({16, 2048}, kFloat32, &gen).slice(0, 0, 16, 3), true},         // every third row
+      {randn({3, 4000}, kFloat32, &gen).narrow(1, 1, 3000).t().t(), true},  // offset rows
+  };
+  for (const char* tls : {"sm,tcp", "tcp"}) {
+    SCOPED_TRACE(std::string("UCX_TLS=") + tls);
+    const bool shared_memory = std::string(tls) == "sm,tcp";
+    ScopedTls scoped(tls);
+    EndpointOptions rows = options_named("client");
+    rows.row_send_min_bytes = 1024;
+    Pair p = connect_pair(options_named("server"), rows);
+    std::vector<Future<void>> sends;
+    for (const Case& c : cases) sends.push_back(p.client->send(c.tensor, p.client_to_server, 9));
+    uint64_t expected_rows = 0;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      SCOPED_TRACE("case " + std::to_string(i));
+      const Tensor got = p.server->recv(p.server_to_client, 9).get();
+      expect_same(got, cases[i].tensor);
+      if (!cases[i].tensor.is_non_overlapping_and_dense()) {
+        EXPECT_TRUE(got.is_contiguous());
+      }
+      expected_rows += cases[i].as_rows && shared_memory;
+    }
+    for (auto& s : sends) s.wait();
+    const SendStats stats = p.client->send_stats();
+    EXPECT_EQ(stats.as_rows, expected_rows);
+    EXPECT_EQ(stats.own_memory, 1u);
+    EXPECT_EQ(stats.packed, cases.size() - expected_rows - 1);
+    // The server's default minimum is 4 KiB: 2 KiB rows are packed.
+    auto back = p.client->recv(p.client_to_server, 10);
+    p.server->send(cases[0].tensor, p.server_to_client, 10).wait();
+    expect_same(back.get(), cases[0].tensor);
+    EXPECT_EQ(p.server->send_stats().packed, 1u);
+    EXPECT_EQ(p.server->send_stats().as_rows, 0u);
+  }
 }
 
 void configure_chaos() {
