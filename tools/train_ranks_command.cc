@@ -27,6 +27,8 @@ struct TrainRanksOptions {
   int rank = 0;
   int ranks = 2;
   std::string address = "127.0.0.1:29500";
+  std::string host;  // where this rank listens for the ranks above it (default: --address's host)
+  std::string net_devices = "lo";
   std::string device = "sim:0";
   int steps = 5;
   int64_t chunks = 4;
@@ -62,11 +64,12 @@ int run_train_ranks(const TrainRanksOptions& o) {
   const auto port = static_cast<uint16_t>(std::stoi(o.address.substr(colon + 1)));
   transport::EndpointOptions endpoint_options;
   endpoint_options.name = "rank" + std::to_string(o.rank);
+  endpoint_options.network_devices = o.net_devices;
   auto endpoint = std::make_shared<transport::Endpoint>(endpoint_options);
   std::fprintf(stderr, "rank %d of %d: %s %s\n", o.rank, o.ranks,
                o.rank == 0 ? "listening at" : "connecting to", o.address.c_str());
   auto group = std::make_shared<transport::Group>(
-      transport::Group::rendezvous(endpoint, o.rank, o.ranks, host, port));
+      transport::Group::rendezvous(endpoint, o.rank, o.ranks, host, port, o.host));
 
   // Partition r: rank r's Linear + ReLU (the last rank also the head).
   std::vector<int64_t> balance(size_t(o.ranks), 2);
@@ -128,6 +131,12 @@ FERRY_REGISTER_COMMAND(
       sub.add_option("--ranks", o->ranks, "Number of ranks (one partition each)")
           ->capture_default_str();
       sub.add_option("--address", o->address, "Rank 0's HOST:PORT")->capture_default_str();
+      sub.add_option("--host", o->host,
+                     "The address of this machine the higher ranks reach this rank at (ranks "
+                     "above 0 on other machines; default: --address's host)");
+      sub.add_option("--net-devices", o->net_devices,
+                     "Network devices UCX may use for data (e.g. eth0, all)")
+          ->capture_default_str();
       sub.add_option("--device", o->device, "This rank's device")->capture_default_str();
       sub.add_option("--steps", o->steps, "Training steps")->capture_default_str();
       sub.add_option("--chunks", o->chunks, "Micro-batches per step")->capture_default_str();

@@ -1,8 +1,8 @@
 // The transport across "hosts": two network namespaces joined by a veth pair, created by the test
 // (it needs root and `ip`; skipped otherwise, saying why), a transport_peer echoing in one and
 // another sending random tensors from the other, over TCP on the veth link (UCX_TLS=tcp, each
-// side's UCX restricted to its veth device). Namespaces are removed whatever happens; every
-// process is bounded in time.
+// side's UCX restricted to its veth device), and a group of three ranks spread over both.
+// Namespaces are removed whatever happens; every process is bounded in time.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/support/random.h"
 
@@ -81,6 +82,37 @@ TEST_F(NetworkNamespaces, TensorsCrossAVethLinkBetweenNamespaces) {
   EXPECT_EQ(server_status, "0");
   // UCX's account of the client's connection: TCP over its veth device.
   EXPECT_NE(out.find("tcp/v" + b_), std::string::npos) << out;
+}
+
+// Three ranks on two "hosts": ranks 0 and 2 in the first namespace, rank 1 in the second. Rank 2
+// reaches rank 1 at rank 1's own address (10.77.0.2), learned through rank 0, not at rank 0's.
+TEST_F(NetworkNamespaces, AGroupSpansTwoNamespaces) {
+  const struct {
+    const std::string* ns;
+    const char* self;
+  } ranks[] = {{&a_, "10.77.0.1"}, {&b_, "10.77.0.2"}, {&a_, "10.77.0.1"}};
+  std::vector<std::string> outputs(3);
+  std::vector<int> statuses(3, -1);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      const std::string command =
+          in_namespace(*ranks[r].ns,
+                       "net-mesh 10.77.0.1 47100 " + std::to_string(r) + " 3 " + ranks[r].self) +
+          " 2>&1";
+      FILE* pipe = popen(command.c_str(), "r");
+      if (pipe == nullptr) return;
+      char buffer[4096];
+      while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) outputs[r].append(buffer, n);
+      const int rc = pclose(pipe);
+      statuses[r] = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(statuses[r], 0) << "rank " << r << ":\n" << outputs[r];
+    EXPECT_NE(outputs[r].find("exchanged with every rank"), std::string::npos) << outputs[r];
+  }
 }
 
 }  // namespace

@@ -11,6 +11,10 @@
 //   transport_peer gpipe PORT SEED MODE     rank 1 of the two-process GPipe test
 //   transport_peer net-server HOST PORT COUNT       echo COUNT tensors to the first client
 //   transport_peer net-client HOST PORT COUNT SEED  send COUNT random tensors, check the echoes
+//   transport_peer net-mesh HOST PORT RANK WORLD SELF_HOST
+//                                           rank RANK of a group whose rank 0 listens at
+//                                           HOST:PORT, this rank at SELF_HOST: exchange a tensor
+//                                           with every rank, then leave together
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +63,40 @@ int net_server(const std::string& host, uint16_t port, int count) {
   Endpoint endpoint(peer_options("net-server"));
   endpoint.listen(host, port);
   echo_loop(endpoint, endpoint.accept(), count, "cpu");
+  return 0;
+}
+
+int net_mesh(const std::string& host, uint16_t port, int rank, int world,
+             const std::string& self_host) {
+  auto endpoint = std::make_shared<Endpoint>(peer_options("rank" + std::to_string(rank)));
+  if (rank == 0) endpoint->listen(host, port);
+  const Group group = Group::rendezvous(endpoint, rank, world, host, port, self_host);
+  std::vector<Future<void>> sends;
+  for (int other = 0; other < world; ++other) {
+    if (other != rank)
+      sends.push_back(endpoint->send(testing::mesh_tensor(rank, other), group.peer(other), 2));
+  }
+  for (int other = 0; other < world; ++other) {
+    if (other == rank) continue;
+    const Tensor got = endpoint->recv(group.peer(other), 2).get();
+    const Tensor want = testing::mesh_tensor(other, rank);
+    if (got.sizes() != want.sizes() || got.sub(want).abs().sum().item<double>() != 0.0) {
+      std::fprintf(stderr, "transport_peer: rank %d got a wrong tensor from rank %d\n", rank,
+                   other);
+      return 1;
+    }
+  }
+  for (auto& s : sends) s.wait();
+  // Leave together: every rank tells rank 0 it is done, rank 0 lets them go.
+  if (rank == 0) {
+    for (int other = 1; other < world; ++other) endpoint->recv(group.peer(other), 3).get();
+    for (int other = 1; other < world; ++other)
+      endpoint->send(zeros({1}), group.peer(other), 4).wait();
+  } else {
+    endpoint->send(zeros({1}), group.peer(0), 3).wait();
+    endpoint->recv(group.peer(0), 4).get();
+  }
+  std::printf("rank %d of %d at %s exchanged with every rank\n", rank, world, self_host.c_str());
   return 0;
 }
 
@@ -154,6 +192,9 @@ int main(int argc, char** argv) {
     const std::string scenario = argc > 1 ? argv[1] : "";
     if (scenario == "echo" && argc == 5)
       return echo(uint16_t(std::stoi(argv[2])), std::stoi(argv[3]), argv[4]);
+    if (scenario == "net-mesh" && argc == 7)
+      return net_mesh(argv[2], uint16_t(std::stoi(argv[3])), std::stoi(argv[4]), std::stoi(argv[5]),
+                      argv[6]);
     if (scenario == "mesh" && argc == 5)
       return mesh(uint16_t(std::stoi(argv[2])), std::stoi(argv[3]), std::stoi(argv[4]));
     if (scenario == "idle" && argc == 3) return idle(uint16_t(std::stoi(argv[2])));
@@ -170,6 +211,7 @@ int main(int argc, char** argv) {
     std::fprintf(
         stderr,
         "usage: transport_peer echo PORT COUNT DEVICE | mesh PORT RANK WORLD | idle PORT | "
+        "net-mesh HOST PORT RANK WORLD SELF_HOST | "
         "gpipe PORT SEED MODE | net-server HOST PORT COUNT | net-client HOST PORT COUNT SEED\n");
     return 2;
   } catch (const std::exception& e) {
