@@ -101,7 +101,7 @@ uint16_t EndpointState::listen(const std::string& host, uint16_t port) {
   params.sockaddr.addrlen = length;
   params.conn_handler.cb = conn_request_callback;
   params.conn_handler.arg = this;
-  ucs_status_t status = ucp_listener_create(worker_, &params, &listener_);
+  ucs_status_t status = ucp_listener_create(cm_worker_, &params, &listener_);
   FERRY_CHECK_AS(TransportError, status == UCS_OK, "transport: cannot listen on ", host, ":", port,
                  ": ", ucs_status_string(status));
   ucp_listener_attr_t attr{};
@@ -136,7 +136,7 @@ void EndpointState::accept_conn_request(ucp_conn_request_h request) {
   params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = ep_error_callback;
   params.err_handler.arg = &conn;
-  const ucs_status_t status = ucp_ep_create(worker_, &params, &conn.ep);
+  const ucs_status_t status = ucp_ep_create(cm_worker_, &params, &conn.ep);
   if (status != UCS_OK) {
     conn.phase = Phase::failed;
     conn.failure = ucs_status_string(status);
@@ -180,7 +180,7 @@ PeerId EndpointState::start_connect(const std::string& host, uint16_t port) {
   params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = ep_error_callback;
   params.err_handler.arg = &conn;
-  const ucs_status_t status = ucp_ep_create(worker_, &params, &conn.ep);
+  const ucs_status_t status = ucp_ep_create(cm_worker_, &params, &conn.ep);
   if (status != UCS_OK) {
     connections_.erase(conn.id);
     throw TransportError("transport: cannot connect to " + host + ":" + std::to_string(port) +

@@ -83,21 +83,31 @@ EndpointState::EndpointState(EndpointOptions opts)
     ucp_cleanup(context_);
     ucx_failed("ucp_worker_create", status);
   }
+  status = ucp_worker_create(context_, &worker_params, &cm_worker_);
+  if (status != UCS_OK) {
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+    ucx_failed("ucp_worker_create", status);
+  }
+  const auto destroy_workers = [this] {
+    ucp_worker_destroy(cm_worker_);
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+  };
   ucp_address_t* address = nullptr;
   size_t address_length = 0;
   status = ucp_worker_get_address(worker_, &address, &address_length);
   if (status != UCS_OK) {
-    ucp_worker_destroy(worker_);
-    ucp_cleanup(context_);
+    destroy_workers();
     ucx_failed("ucp_worker_get_address", status);
   }
   const auto* address_bytes = reinterpret_cast<const std::byte*>(address);
   worker_address_.assign(address_bytes, address_bytes + address_length);
   ucp_worker_release_address(worker_, address);
   status = ucp_worker_get_efd(worker_, &event_fd_);
+  if (status == UCS_OK) status = ucp_worker_get_efd(cm_worker_, &cm_event_fd_);
   if (status != UCS_OK || pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
-    ucp_worker_destroy(worker_);
-    ucp_cleanup(context_);
+    destroy_workers();
     ucx_failed("setting up the worker's wake-up", status != UCS_OK ? status : UCS_ERR_IO_ERROR);
   }
   release_hook_ = memory::add_pinned_release_hook(
@@ -144,9 +154,11 @@ void EndpointState::shutdown() {
   for (void* request : closing_) ucp_request_free(request);
   closing_.clear();
   unmap_all_registrations_locked();
+  ucp_worker_destroy(cm_worker_);
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
   worker_ = nullptr;
+  cm_worker_ = nullptr;
   closed_ = true;
   for (auto& [raw, op] : live_) {
     if (op->status == OpStatus::pending) fail_locked(*op, "transport: the endpoint was closed");
@@ -179,22 +191,43 @@ void EndpointState::sleep_on_worker(std::chrono::microseconds max_sleep) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (closed_) return;
+    next_cm_progress_ = Clock::time_point{};  // before sleeping, the connection worker too
     progress_locked();
     for (auto& [id, conn] : connections_) staged = staged || !conn->unposted.empty();
-    if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return;  // more to do at once
+    if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return;     // more to do at once
+    if (ucp_worker_arm(cm_worker_) == UCS_ERR_BUSY) return;  // (next round progresses it)
   }
   if (staged)
     max_sleep = std::min<std::chrono::microseconds>(max_sleep, std::chrono::microseconds(200));
-  pollfd fds[2] = {{event_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
+  pollfd fds[3] = {{event_fd_, POLLIN, 0}, {cm_event_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
   const timespec ts{static_cast<time_t>(max_sleep.count() / 1000000),
                     static_cast<long>(max_sleep.count() % 1000000) * 1000};
-  ppoll(fds, 2, &ts, nullptr);
+  ppoll(fds, 3, &ts, nullptr);
+  if (fds[1].revents != 0) {
+    std::lock_guard<std::mutex> lock(mutex);
+    next_cm_progress_ = Clock::time_point{};
+  }
+}
+
+bool EndpointState::cm_busy_locked() const {
+  if (!closing_.empty() || !flushing_.empty() || !conn_requests.empty()) return true;
+  for (const auto& [id, conn] : connections_) {
+    if (conn->phase == Phase::handshaking) return true;
+  }
+  return false;
 }
 
 void EndpointState::progress_locked() {
   if (closed_) return;
+  const auto now = Clock::now();
+  const bool cm = now >= next_cm_progress_ || cm_busy_locked();
+  if (cm) next_cm_progress_ = now + std::chrono::milliseconds(1);
   for (int round = 0; round < 64; ++round) {
     while (ucp_worker_progress(worker_) != 0) {
+    }
+    if (cm) {
+      while (ucp_worker_progress(cm_worker_) != 0) {
+      }
     }
     if (completions.empty() && handshake_events.empty() && ep_errors.empty() &&
         conn_requests.empty()) {
@@ -334,15 +367,7 @@ void EndpointState::post_tag_send(Operation& op, Connection& conn, const void* d
   }
   param.cb.send = send_callback;
   param.user_data = &op;
-  ucs_status_ptr_t request = ucp_tag_send_nbx(conn.data_ep, data, bytes, tag, &param);
-  ++op.outstanding;
-  if (request == nullptr) {
-    completions.push_back({&op, nullptr, UCS_OK, 0});
-  } else if (UCS_PTR_IS_ERR(request)) {
-    completions.push_back({&op, nullptr, UCS_PTR_STATUS(request), 0});
-  } else {
-    op.requests.push_back(request);
-  }
+  account_send(op, ucp_tag_send_nbx(conn.data_ep, data, bytes, tag, &param));
 }
 
 void EndpointState::post_tag_send_rows(Operation& op, Connection& conn, uint64_t tag) {
@@ -352,10 +377,12 @@ void EndpointState::post_tag_send_rows(Operation& op, Connection& conn, uint64_t
   param.cb.send = send_callback;
   param.user_data = &op;
   param.datatype = ucp_dt_make_iov();
-  ucs_status_ptr_t request =
-      ucp_tag_send_nbx(conn.data_ep, op.rows.data(), op.rows.size(), tag, &param);
+  account_send(op, ucp_tag_send_nbx(conn.data_ep, op.rows.data(), op.rows.size(), tag, &param));
+}
+
+void EndpointState::account_send(Operation& op, ucs_status_ptr_t request) {
   ++op.outstanding;
-  if (request == nullptr) {
+  if (request == nullptr) {  // done at once
     completions.push_back({&op, nullptr, UCS_OK, 0});
   } else if (UCS_PTR_IS_ERR(request)) {
     completions.push_back({&op, nullptr, UCS_PTR_STATUS(request), 0});

@@ -141,6 +141,8 @@ class EndpointState {
   bool rows_pay_locked(Connection& conn);
   // Sends op.rows (UCX iov) as one message.
   void post_tag_send_rows(Operation& op, Connection& conn, uint64_t tag);
+  // Counts a posted send's request as outstanding, or its immediate result as a completion.
+  void account_send(Operation& op, ucs_status_ptr_t request);
   // The registration (ucp_mem_map) of the pinned block holding `t`'s bytes, made on its first
   // use and kept until the block goes back to its backend (a pinned allocator release hook);
   // nullptr for memory of another kind. Under the mutex.
@@ -210,7 +212,16 @@ class EndpointState {
   void unmap_all_registrations_locked();
 
   ucp_context_h context_ = nullptr;
+  // Two workers: the data worker carries the tensors (data endpoints, tag messages) and is
+  // progressed on every round; the connection worker carries the listener and the handshake
+  // endpoints (TCP), whose polling costs a system call, and is progressed on every round only
+  // while something happens there (a handshake, a close), else once a millisecond and whenever
+  // its event fd fires. Its TCP connection is what notices a peer process that died.
   ucp_worker_h worker_ = nullptr;
+  ucp_worker_h cm_worker_ = nullptr;
+  int cm_event_fd_ = -1;
+  Clock::time_point next_cm_progress_{};
+  bool cm_busy_locked() const;
   ucp_listener_h listener_ = nullptr;
   std::vector<std::byte> worker_address_;
   int event_fd_ = -1;
