@@ -219,9 +219,13 @@ bool EndpointState::cm_busy_locked() const {
 
 void EndpointState::progress_locked() {
   if (closed_) return;
-  const auto now = Clock::now();
-  const bool cm = now >= next_cm_progress_ || cm_busy_locked();
-  if (cm) next_cm_progress_ = now + std::chrono::milliseconds(1);
+  // The clock is read on every 64th call only: on some VMs a read costs more than a round of
+  // shared-memory progress.
+  bool cm = cm_busy_locked();
+  if (!cm && ((++progress_calls_ & 63) == 0 || next_cm_progress_ == Clock::time_point{})) {
+    cm = Clock::now() >= next_cm_progress_;
+  }
+  if (cm) next_cm_progress_ = Clock::now() + std::chrono::milliseconds(1);
   for (int round = 0; round < 64; ++round) {
     while (ucp_worker_progress(worker_) != 0) {
     }
@@ -248,10 +252,12 @@ void EndpointState::progress_locked() {
     ep_errors.clear();
     for (auto [conn, status] : errors) handle_ep_error(*conn, status);
   }
+  bool deadlines = false;  // one pass over the connections
   for (auto& [id, conn] : connections_) {
     if (!conn->unposted.empty()) post_ready_sends_locked(*conn);
+    deadlines = deadlines || conn->gone_since || conn->phase == Phase::handshaking;
   }
-  check_deadlines_locked();
+  if (deadlines) check_deadlines_locked();
   if (!flushing_.empty()) finish_flushes_locked(/*now=*/false);
   for (auto it = closing_.begin(); it != closing_.end();) {
     if (ucp_request_check_status(*it) != UCS_INPROGRESS) {
@@ -332,13 +338,17 @@ void EndpointState::fail_peer_ops_locked(PeerId peer, const std::string& message
 }
 
 void EndpointState::check_deadlines_locked() {
-  const auto now = Clock::now();
+  std::optional<Clock::time_point> now;  // read only when a connection has a deadline
+  const auto clock = [&] {
+    if (!now) now = Clock::now();
+    return *now;
+  };
   for (auto& [id, conn] : connections_) {
     if (conn->gone_since && conn->phase == Phase::admitted &&
-        now - *conn->gone_since >= kPeerGoneGrace) {
+        clock() - *conn->gone_since >= kPeerGoneGrace) {
       const std::string failure = conn->failure;
       disconnect_locked(*conn, failure);
-    } else if (conn->phase == Phase::handshaking && now > conn->handshake_deadline) {
+    } else if (conn->phase == Phase::handshaking && clock() > conn->handshake_deadline) {
       disconnect_locked(*conn, "the handshake did not finish within " +
                                    std::to_string(options.timeout.count()) + " ms");
     }
