@@ -3,6 +3,7 @@
 // for float64. The tensor is seen as [outer, axis, inner] (dims before and after `dim` merged);
 // when only oneDNN's reference kernel would take the strides given, they are staged densely.
 #include <string>
+#include <vector>
 
 #include "ferry/backends/cpu/dnnl/dnnl_runtime.h"
 #include "ferry/backends/cpu/dnnl/nn_kernels.h"
@@ -147,6 +148,25 @@ void run_softmax(bool backward, bool log, const Tensor& result, const Tensor& a,
   r32.finish();
 }
 
+// `t` with dim `d` moved last (a view).
+Tensor axis_last(const Tensor& t, int64_t d) {
+  std::vector<int64_t> order;
+  for (int64_t k = 0; k < t.dim(); ++k) {
+    if (k != d) order.push_back(k);
+  }
+  order.push_back(d);
+  return t.permute(order);
+}
+
+// Whether the softmax axis has elements after it (inner > 1): oneDNN 2.6 then has only its
+// reference kernel, 60x slower than PyTorch on [1000, 256] over dim 0, so the axis is moved last
+// by the copy engine first (and the result moved back): three passes of memory instead.
+bool axis_inside(const Tensor& t, int64_t d) {
+  int64_t inner = 1;
+  for (int64_t k = d + 1; k < t.dim(); ++k) inner *= t.size(k);
+  return inner > 1;
+}
+
 void check_float(const char* op, const Tensor& t, const char* name) {
   FERRY_CHECK_AS(DTypeError,
                  t.dtype() == kFloat32 || t.dtype() == kBFloat16 || t.dtype() == kFloat16 ||
@@ -166,6 +186,13 @@ void softmax_forward(const Tensor& out, const Tensor& input, int64_t dim, bool l
   nn::check_dtype(out, input.dtype(), op, "out (input's dtype)");
   const int64_t d = wrap_dim(dim, input.dim(), op);
   if (input.numel() == 0) return;
+  if (input.dtype() != kFloat64 && axis_inside(input, d)) {
+    const Tensor x_last = nn::dense_copy(axis_last(input, d), input.dtype());
+    const Tensor y_last = nn::host_empty(x_last.sizes(), x_last.dtype());
+    softmax_forward(y_last, x_last, x_last.dim() - 1, log);
+    axis_last(out, d).copy_(y_last);
+    return;
+  }
   const Tensor x = lanes_in(input, d);
   StagedLanes y = lanes_out(out, d);
   if (input.dtype() == kFloat64) {
@@ -189,6 +216,14 @@ void softmax_backward(const Tensor& grad_input, const Tensor& grad_out, const Te
   nn::check_dtype(grad_input, output.dtype(), op, "grad_input (output's dtype)");
   const int64_t d = wrap_dim(dim, output.dim(), op);
   if (output.numel() == 0) return;
+  if (output.dtype() != kFloat64 && axis_inside(output, d)) {
+    const Tensor dy_last = nn::dense_copy(axis_last(grad_out, d), grad_out.dtype());
+    const Tensor y_last = nn::dense_copy(axis_last(output, d), output.dtype());
+    const Tensor dx_last = nn::host_empty(y_last.sizes(), y_last.dtype());
+    softmax_backward(dx_last, dy_last, y_last, y_last.dim() - 1, log);
+    axis_last(grad_input, d).copy_(dx_last);
+    return;
+  }
   const Tensor dy = lanes_in(grad_out, d), y = lanes_in(output, d);
   StagedLanes dx = lanes_out(grad_input, d);
   if (output.dtype() == kFloat64) {
