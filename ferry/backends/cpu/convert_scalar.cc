@@ -326,6 +326,8 @@ TransposeOp transpose_copy_op(size_t elem_size) {
       return TransposeOp::kCopy4;
     case 8:
       return TransposeOp::kCopy8;
+    case 16:
+      return TransposeOp::kCopy16;
     default:
       return TransposeOp::kNone;
   }

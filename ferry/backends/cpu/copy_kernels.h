@@ -73,11 +73,12 @@ enum class TransposeOp : int8_t {
   kF32ToF16,
   kBF16ToF32,
   kF16ToF32,
+  kCopy16,  // 16-byte elements (complex128): tiles only where a vector holds two or more
 };
 
 // The fused op for a dtype pair (kNone: transpose src elements, then convert).
 TransposeOp transpose_op(ScalarType dst_t, ScalarType src_t);
-// The op moving elements of `size` bytes unchanged (kNone for 16).
+// The op moving elements of `size` bytes unchanged (1, 2, 4, 8 or 16; kNone otherwise).
 TransposeOp transpose_copy_op(size_t elem_size);
 
 struct TransposeRect {

@@ -40,6 +40,7 @@ using Byte = unsigned char;
 // These two are defined below, per target (this file is compiled once for each).
 #undef FERRY_NATIVE_BF16_TILES
 #undef FERRY_PAIRED256_TILES
+#undef FERRY_COPY16_TILES
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
 #define FERRY_CPU_TILES 1
 #else
@@ -174,6 +175,57 @@ struct ToF32Op {
   }
   static HWY_INLINE void Store(hn::Vec<D> v, Byte* p, bool stream) { Put(D(), v, p, stream); }
 };
+
+// Stages of 128-bit block swaps: v[r] holds row r of a tile of kN 16-byte elements per row;
+// afterwards v[c] holds column c (the same recursion as TransposeStages, on 16-byte units).
+template <size_t kHalf, class D, size_t kN>
+HWY_INLINE void BlockStages(D d, hn::Vec<D> (&v)[kN]) {
+  if constexpr (kHalf >= 1) {
+    Unrolled(std::make_index_sequence<kN>(), [&](auto r) {
+      if constexpr ((r() & kHalf) == 0) SwapBlocks<16 * kHalf>(d, v[r()], v[r() + kHalf]);
+    });
+    BlockStages<kHalf / 2>(d, v);
+  }
+}
+
+#if HWY_TARGET <= HWY_AVX2 && HWY_ARCH_X86_64
+#define FERRY_COPY16_TILES 1
+// 16-byte elements (complex128) moved unchanged: a square tile of one vector per row, 4 x 4 in
+// 512-bit vectors and 2 x 2 in 256-bit ones, transposed by swaps of 128-bit blocks. Every row of
+// the tile is a whole 64-byte line on AVX-512 (two tiles' rows make one on AVX2), so src lines
+// are read once and dst lines written whole, where element-wise strided runs re-read each src
+// line four times and, with rows a power of two apart, lose it from the L1 in between.
+struct Copy16Op {
+  using D = hn::ScalableTag<uint64_t>;
+  static constexpr size_t kTileEdge = hn::MaxLanes(D()) / 2;
+  static constexpr size_t kSrcSize = 16;
+  static constexpr size_t kDstSize = 16;
+  static HWY_INLINE void Tile(const Byte* src, int64_t src_stride, Byte* dst, int64_t dst_stride,
+                              bool stream) {
+    const D d;
+    hn::Vec<D> v[kTileEdge];
+    Unrolled(std::make_index_sequence<kTileEdge>(), [&](auto r) {
+      v[r()] = hn::LoadU(
+          d, reinterpret_cast<const uint64_t*>(src + static_cast<int64_t>(r()) * src_stride));
+    });
+    BlockStages<kTileEdge / 2>(d, v);
+    Unrolled(std::make_index_sequence<kTileEdge>(),
+             [&](auto c) { Put(d, v[c()], dst + static_cast<int64_t>(c()) * dst_stride, stream); });
+  }
+};
+#else
+#define FERRY_COPY16_TILES 0
+#endif
+
+// The tile's edge in elements: the op's own (Copy16Op) or one element per lane of its vectors.
+template <class Op>
+constexpr int64_t TileEdgeOf() {
+  if constexpr (requires { Op::kTileEdge; }) {
+    return static_cast<int64_t>(Op::kTileEdge);
+  } else {
+    return static_cast<int64_t>(hn::MaxLanes(typename Op::D()));
+  }
+}
 
 // A tile by the ops' Load and Store: N rows loaded (converted to the tile's lanes), transposed,
 // stored as N dst rows.
@@ -397,7 +449,7 @@ HWY_INLINE void StreamRuns(const Byte* scratch, int64_t rows, Byte* dst, int64_t
 //   before the next tile came back for its other half).
 template <class Op>
 struct Grouping {
-  static constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(typename Op::D()));
+  static constexpr int64_t kN = TileEdgeOf<Op>();
   static constexpr int64_t kDstRowBytes = kN * static_cast<int64_t>(Op::kDstSize);
   static constexpr int64_t kSrcRowBytes = kN * static_cast<int64_t>(Op::kSrcSize);
   static constexpr int64_t kLineRows = kDstRowBytes >= 64 ? 1 : 64 / kDstRowBytes;
@@ -674,7 +726,7 @@ void Tiles(const TransposeRect& r) {
 
 template <class Op>
 constexpr int TileOf() {
-  return static_cast<int>(hn::MaxLanes(typename Op::D()));
+  return static_cast<int>(TileEdgeOf<Op>());
 }
 
 // Columns (along j) one streaming step covers.
@@ -712,6 +764,12 @@ HWY_INLINE R VisitOp(TransposeOp op, R fallback, Fn&& fn) {
       return fn.template operator()<CopyOp<4>>();
     case TransposeOp::kCopy8:
       return fn.template operator()<CopyOp<8>>();
+    case TransposeOp::kCopy16:
+#if FERRY_COPY16_TILES
+      return fn.template operator()<Copy16Op>();
+#else
+      break;
+#endif
     case TransposeOp::kF32ToBF16:
 #if FERRY_NATIVE_BF16_TILES
       if (native_bf16()) return fn.template operator()<NativeBF16Op>();
