@@ -288,6 +288,57 @@ TEST_F(CopyRun, NarrowGathersMatchTheOracle) {
   }
 }
 
+// Runs along dim 0 gathered from src tuples of 2-4 elements along another dim k (NHWC -> NCHW
+// with a few channels, k = 1; pixel unshuffle, k = 2 under a dim of rows: Note [narrow scatters]
+// in copy_run.cc), every element size, tuple sizes around the kernel's, runs of 28 pixels (a
+// vector tail in halves) and of 2500 (two whole chunks and a partial one), into packed and padded
+// dst rows, split 1 to 3 ways.
+TEST_F(CopyRun, NarrowScattersMatchTheOracle) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  auto rng = ferry::testing::test_rng();
+  for (ScalarType t : {kUInt8, kInt16, kFloat32, kFloat64, kComplex128}) {
+    const auto e = static_cast<int64_t>(element_size(t));
+    for (int64_t planes = 1; planes <= 5; ++planes) {
+      for (int64_t pixels : {28, 2500}) {
+        for (int k : {1, 2}) {
+          const int64_t pad = rng() % 2, rows = 3, outer = 2;
+          CopyProblem p;
+          const int64_t tuple = planes * e, row = pixels * tuple;
+          if (k == 1) {
+            p.sizes = {pixels, planes, outer};
+            p.src_strides = {tuple, e, row};
+            p.dst_strides = {e, (pixels + pad) * e, planes * (pixels + pad) * e};
+          } else {
+            p.sizes = {pixels, rows, planes, outer};
+            p.src_strides = {tuple, row, e, rows * row};
+            p.dst_strides = {e, (pixels + pad) * e, rows * (pixels + pad) * e,
+                             planes * rows * (pixels + pad) * e};
+          }
+          const int64_t count = p.numel();
+          p.dst_dtype = p.src_dtype = t;
+          Buffer src(static_cast<size_t>(count * e), 0);
+          testing::fill_values(rng, t, src.data(), count);
+          p.src = reinterpret_cast<const char*>(src.data());
+          const auto dst_bytes = static_cast<size_t>(count / pixels * (pixels + pad) * e);
+          Buffer expected(dst_bytes, 0), got(dst_bytes, 0);
+          p.dst = reinterpret_cast<char*>(expected.data());
+          testing::naive_copy(p);
+          CopyPlan plan = plan_copy(p);
+          for (int threads : {1, 2, 3}) {
+            SCOPED_TRACE(testing::describe_problem(p) + ", " + std::to_string(threads) +
+                         " threads, plan " + plan.describe());
+            plan.threads = threads;
+            p.dst = reinterpret_cast<char*>(got.data());
+            std::memset(got.data(), 0, dst_bytes);
+            run_copy(p, plan);
+            ASSERT_EQ(testing::first_difference(expected.contents(), got.contents()), "");
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_F(CopyRun, BFloat16TilesConvertLikeTheOracleWithAndWithoutTheNativeInstruction) {
   SCOPED_TRACE(ferry::testing::seed_trace());
   auto rng = ferry::testing::test_rng();

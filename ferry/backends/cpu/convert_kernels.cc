@@ -1,7 +1,7 @@
-// Vectorized contiguous conversions for the hot dtype pairs, the streaming copy and fill, and the
-// stride-2 gather, compiled once per SIMD target (Highway) and chosen at run time. Each result
-// is bit-for-bit ferry::convert_value's: NaN, rounding and out-of-range rules are spelled out
-// here rather than left to the instruction set.
+// Vectorized contiguous conversions for the hot dtype pairs, the streaming copy and fill, the
+// stride-2 gather and the (de)interleave of narrow planes, compiled once per SIMD target (Highway)
+// and chosen at run time. Each result is bit-for-bit ferry::convert_value's: NaN, rounding and
+// out-of-range rules are spelled out here rather than left to the instruction set.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ferry/backends/cpu/convert_kernels.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -288,6 +288,130 @@ bool GatherStride2(size_t elem_size, void* dst_v, const void* src_v, int64_t cou
 #endif
 }
 
+#if HWY_TARGET != HWY_SCALAR
+// kPlanes rows `stride` bytes apart from `planes` <-> one packed row of tuples at `packed`:
+// `lanes` elements of each row per vector, kPlanes vectors per tuple group.
+template <int kPlanes, class D>
+HWY_INLINE void InterleaveVec(D d, const Byte* planes, int64_t stride, Byte* packed) {
+  using T = hn::TFromD<D>;
+  const auto row = [&](int c) {
+    return hn::LoadU(d, reinterpret_cast<const T*>(planes + c * stride));
+  };
+  T* out = reinterpret_cast<T*>(packed);
+  if constexpr (kPlanes == 2) {
+    hn::StoreInterleaved2(row(0), row(1), d, out);
+  } else if constexpr (kPlanes == 3) {
+    hn::StoreInterleaved3(row(0), row(1), row(2), d, out);
+  } else {
+    hn::StoreInterleaved4(row(0), row(1), row(2), row(3), d, out);
+  }
+}
+
+template <int kPlanes, class D>
+HWY_INLINE void DeinterleaveVec(D d, const Byte* packed, Byte* planes, int64_t stride) {
+  using T = hn::TFromD<D>;
+  const T* in = reinterpret_cast<const T*>(packed);
+  const auto put = [&](int c, hn::Vec<D> v) {
+    hn::StoreU(v, d, reinterpret_cast<T*>(planes + c * stride));
+  };
+  hn::Vec<D> v0, v1, v2, v3;
+  if constexpr (kPlanes == 2) {
+    hn::LoadInterleaved2(d, in, v0, v1);
+  } else if constexpr (kPlanes == 3) {
+    hn::LoadInterleaved3(d, in, v0, v1, v2);
+  } else {
+    hn::LoadInterleaved4(d, in, v0, v1, v2, v3);
+  }
+  put(0, v0);
+  put(1, v1);
+  if constexpr (kPlanes >= 3) put(2, v2);
+  if constexpr (kPlanes == 4) put(3, v3);
+}
+
+// n tuples: vectors, then the tail element by element.
+template <int kPlanes, class D>
+HWY_INLINE void PlanesRun(D d, bool to_packed, Byte* packed, Byte* planes, int64_t stride,
+                          size_t n) {
+  constexpr size_t kSize = sizeof(hn::TFromD<D>);
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    Byte* tuple = packed + i * kPlanes * kSize;
+    if (to_packed) {
+      InterleaveVec<kPlanes>(d, planes + i * kSize, stride, tuple);
+    } else {
+      DeinterleaveVec<kPlanes>(d, tuple, planes + i * kSize, stride);
+    }
+  }
+  if constexpr (hn::MaxLanes(D()) > 4) {
+    // The tail in vectors half as wide (rows of 28 float32: 16, 8, then 4 lanes).
+    if (i < n) {
+      PlanesRun<kPlanes>(hn::Half<D>(), to_packed, packed + i * kPlanes * kSize, planes + i * kSize,
+                         stride, n - i);
+    }
+    return;
+  }
+  for (; i < n; ++i) {
+    for (int c = 0; c < kPlanes; ++c) {
+      Byte* in_tuple = packed + (i * kPlanes + static_cast<size_t>(c)) * kSize;
+      Byte* in_plane = planes + c * stride + static_cast<int64_t>(i * kSize);
+      if (to_packed) {
+        std::memcpy(in_tuple, in_plane, kSize);
+      } else {
+        std::memcpy(in_plane, in_tuple, kSize);
+      }
+    }
+  }
+}
+
+template <class D>
+HWY_INLINE bool PlanesOf(D d, int planes, bool to_packed, Byte* packed, Byte* rows, int64_t stride,
+                         size_t n) {
+  switch (planes) {
+    case 2:
+      PlanesRun<2>(d, to_packed, packed, rows, stride, n);
+      return true;
+    case 3:
+      PlanesRun<3>(d, to_packed, packed, rows, stride, n);
+      return true;
+    case 4:
+      PlanesRun<4>(d, to_packed, packed, rows, stride, n);
+      return true;
+    default:
+      return false;
+  }
+}
+#endif
+
+// Planes <-> packed tuples (Note [narrow gathers] in copy_run.cc): `planes` (2, 3 or 4) rows of
+// n elements of elem_size bytes (1, 2, 4 or 8), `stride` bytes apart from `rows`, and one
+// packed row of n tuples at `packed`. to_packed: packed[k * planes + c] = row c's element k;
+// otherwise the reverse. False when not vectorized (one lane, other sizes).
+bool MovePlanes(size_t elem_size, int planes, bool to_packed, void* packed_v, void* rows_v,
+                int64_t stride, int64_t count) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)elem_size, (void)planes, (void)to_packed, (void)packed_v, (void)rows_v, (void)stride,
+      (void)count;
+  return false;
+#else
+  auto* packed = static_cast<Byte*>(packed_v);
+  auto* rows = static_cast<Byte*>(rows_v);
+  const auto n = static_cast<size_t>(count);
+  switch (elem_size) {
+    case 1:
+      return PlanesOf(hn::ScalableTag<uint8_t>(), planes, to_packed, packed, rows, stride, n);
+    case 2:
+      return PlanesOf(hn::ScalableTag<uint16_t>(), planes, to_packed, packed, rows, stride, n);
+    case 4:
+      return PlanesOf(hn::ScalableTag<uint32_t>(), planes, to_packed, packed, rows, stride, n);
+    case 8:
+      return PlanesOf(hn::ScalableTag<uint64_t>(), planes, to_packed, packed, rows, stride, n);
+    default:
+      return false;
+  }
+#endif
+}
+
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 void StreamFence() { hwy::FlushStream(); }
@@ -302,6 +426,7 @@ HWY_EXPORT(ConvertSimd);
 HWY_EXPORT(CopyStream);
 HWY_EXPORT(FillPattern);
 HWY_EXPORT(GatherStride2);
+HWY_EXPORT(MovePlanes);
 HWY_EXPORT(TargetName);
 HWY_EXPORT(StreamFence);
 
@@ -335,6 +460,18 @@ void fill_contiguous(void* dst, const void* value, size_t elem_size, int64_t n, 
 
 bool gather_stride2_simd(size_t elem_size, void* dst, const void* src, int64_t n, bool stream) {
   return FERRY_DISPATCH(GatherStride2)(elem_size, dst, src, n, stream);
+}
+
+bool interleave_planes(size_t elem_size, int planes, void* dst, const void* src, int64_t stride,
+                       int64_t n) {
+  return FERRY_DISPATCH(MovePlanes)(elem_size, planes, true, dst, const_cast<void*>(src), stride,
+                                    n);
+}
+
+bool deinterleave_planes(size_t elem_size, int planes, void* dst, int64_t stride, const void* src,
+                         int64_t n) {
+  return FERRY_DISPATCH(MovePlanes)(elem_size, planes, false, const_cast<void*>(src), dst, stride,
+                                    n);
 }
 
 // The variant FERRY_DISPATCH calls names itself: what plans and `ferry explain` show is what runs.
