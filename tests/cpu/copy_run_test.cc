@@ -339,6 +339,44 @@ TEST_F(CopyRun, NarrowScattersMatchTheOracle) {
   }
 }
 
+// Short runs along dim 0 whose src neighbours along dim 2 are adjacent, rows of dim 1 far apart
+// (permute(1, 0, 2) of short rows: Note [short-run blocks] in copy_run.cc): run lengths of 4 to 64
+// bytes (the sizes with their own copy and others), blocks along dim 2 whole and partial, an outer
+// dim, split 1 to 3 ways.
+TEST_F(CopyRun, ShortRunBlocksMatchTheOracle) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  auto rng = ferry::testing::test_rng();
+  for (ScalarType t : {kUInt8, kFloat32, kFloat64}) {
+    const auto e = static_cast<int64_t>(element_size(t));
+    for (int64_t run : {4, 12, 16, 32, 48, 64}) {
+      if (run % e != 0) continue;
+      const int64_t n0 = run / e, rows = 37, cols = 21, outer = 2;
+      CopyProblem p;
+      p.sizes = {n0, rows, cols, outer};
+      p.src_strides = {e, cols * run, run, rows * cols * run};  // src [outer, rows, cols, n0]
+      p.dst_strides = {e, run, rows * run, cols * rows * run};  // dst [outer, cols, rows, n0]
+      p.dst_dtype = p.src_dtype = t;
+      const int64_t count = p.numel();
+      Buffer src(static_cast<size_t>(count * e), 0);
+      testing::fill_values(rng, t, src.data(), count);
+      p.src = reinterpret_cast<const char*>(src.data());
+      Buffer expected(static_cast<size_t>(count * e), 0), got(static_cast<size_t>(count * e), 0);
+      p.dst = reinterpret_cast<char*>(expected.data());
+      testing::naive_copy(p);
+      CopyPlan plan = plan_copy(p);
+      EXPECT_EQ(plan.kind, CopyKernelKind::Memcpy);
+      for (int threads : {1, 2, 3}) {
+        SCOPED_TRACE(testing::describe_problem(p) + ", " + std::to_string(threads) + " threads");
+        plan.threads = threads;
+        p.dst = reinterpret_cast<char*>(got.data());
+        std::memset(got.data(), 0, static_cast<size_t>(count * e));
+        run_copy(p, plan);
+        ASSERT_EQ(testing::first_difference(expected.contents(), got.contents()), "");
+      }
+    }
+  }
+}
+
 TEST_F(CopyRun, BFloat16TilesConvertLikeTheOracleWithAndWithoutTheNativeInstruction) {
   SCOPED_TRACE(ferry::testing::seed_trace());
   auto rng = ferry::testing::test_rng();

@@ -52,6 +52,79 @@ void copy_short_runs(char* dst, int64_t dst1, const char* src, int64_t src1, int
   }
 }
 
+// Note [short-run blocks]
+// Short runs whose neighbours along dim 2 are the next runs of the same src lines: permute(1, 0,
+// 2) of rows of 8 float32, src runs 32 bytes apart along dim 2 and 128 KiB apart along dim 1.
+// Copied run by run along dim 1, each src line is fetched once per run in it, and with the rows a
+// power of two apart (one L1 and one L2 set) it has been evicted before the next run comes back
+// for it: 0.55x memcpy on an Intel Xeon. Instead each row of dim 1 gives kRunBlockBytes of src
+// along dim 2 at once: every src line read once and whole, dst written as that many sequential
+// streams, the rows ahead asked for (the prefetchers do not follow a 128 KiB stride).
+constexpr int64_t kRunBlockBytes = 256;
+constexpr int64_t kRunBlockAheadRows = 8;
+
+// Whether p's short runs go by blocks along dim 2 (Note [short-run blocks]).
+bool short_run_blocks(const CopyProblem& p, CopyKernelKind kind) {
+  if (kind != CopyKernelKind::Memcpy || p.ndim() < 3) return false;
+  const int64_t run = p.sizes[0] * static_cast<int64_t>(element_size(p.dst_dtype));
+  return run <= kShortRunBytes && p.src_strides[2] == run && p.sizes[2] >= 2 &&
+         std::abs(p.src_strides[1]) >= kRunBlockBytes;
+}
+
+template <size_t kBytes>
+void copy_run_block(char* dst, int64_t dst1, int64_t dst2, const char* src, int64_t src1,
+                    int64_t rows, int64_t runs) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const char* ahead = src + (r + kRunBlockAheadRows) * src1;
+    for (int64_t b = 0; b < runs * static_cast<int64_t>(kBytes); b += 64) {
+      __builtin_prefetch(ahead + b, /*rw=*/0, /*locality=*/2);
+    }
+    const char* from = src + r * src1;
+    char* to = dst + r * dst1;
+    for (int64_t g = 0; g < runs; ++g) {
+      std::memcpy(to + g * dst2, from + g * static_cast<int64_t>(kBytes), kBytes);
+    }
+  }
+}
+
+// Units [lo, hi) of short-run blocks: (a block of runs along dim 2, outer index), blocks fastest.
+void run_short_run_blocks(const CopyProblem& p, int64_t lo, int64_t hi) {
+  const int64_t run = p.sizes[0] * static_cast<int64_t>(element_size(p.dst_dtype));
+  const int64_t per_block = std::max<int64_t>(1, kRunBlockBytes / run);
+  const int64_t blocks = (p.sizes[2] + per_block - 1) / per_block;
+  for (int64_t u = lo; u < hi; ++u) {
+    int64_t o = u / blocks;
+    const int64_t g0 = u % blocks * per_block;
+    char* dst = p.dst + g0 * p.dst_strides[2];
+    const char* src = p.src + g0 * p.src_strides[2];
+    for (int d = 3; d < p.ndim(); ++d) {
+      const int64_t id = o % p.sizes[d];
+      o /= p.sizes[d];
+      dst += id * p.dst_strides[d];
+      src += id * p.src_strides[d];
+    }
+    const int64_t runs = std::min(per_block, p.sizes[2] - g0);
+    const int64_t d1 = p.dst_strides[1], d2 = p.dst_strides[2], s1 = p.src_strides[1];
+    switch (run) {
+      case 16:
+        copy_run_block<16>(dst, d1, d2, src, s1, p.sizes[1], runs);
+        break;
+      case 32:
+        copy_run_block<32>(dst, d1, d2, src, s1, p.sizes[1], runs);
+        break;
+      case 64:
+        copy_run_block<64>(dst, d1, d2, src, s1, p.sizes[1], runs);
+        break;
+      default:
+        for (int64_t r = 0; r < p.sizes[1]; ++r) {
+          for (int64_t g = 0; g < runs; ++g) {
+            std::memcpy(dst + r * d1 + g * d2, src + r * s1 + g * run, static_cast<size_t>(run));
+          }
+        }
+    }
+  }
+}
+
 // The next position of the odometer over dims [first, ndim): dst and src move with it.
 void step_odometer(const CopyProblem& p, int first, DimVector& idx, char*& dst, const char*& src) {
   for (int d = first; d < p.ndim(); ++d) {
@@ -528,6 +601,14 @@ void run_copy(const CopyProblem& p, const CopyPlan& plan) {
       kernels::convert_contiguous(p.dst_dtype, p.src_dtype, p.dst, p.src, numel, flags, stream);
     }
     if (stream) kernels::stream_fence();
+    return;
+  }
+  if (short_run_blocks(p, plan.kind)) {
+    const int64_t run = p.sizes[0] * static_cast<int64_t>(element_size(p.dst_dtype));
+    const int64_t per_block = std::max<int64_t>(1, kRunBlockBytes / run);
+    const int64_t units =
+        numel / p.sizes[0] / p.sizes[1] / p.sizes[2] * ((p.sizes[2] + per_block - 1) / per_block);
+    split(plan.threads, units, [&](int64_t lo, int64_t hi) { run_short_run_blocks(p, lo, hi); });
     return;
   }
   if (plan.kind == CopyKernelKind::Gather) {
