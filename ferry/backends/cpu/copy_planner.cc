@@ -195,6 +195,15 @@ CopyPlan plan_copy(const CopyProblem& p) {
         plan.kind == CopyKernelKind::Transpose ? limits.scattered : limits.sequential;
     plan.stream = out_bytes / plan.threads >= threshold;
   }
+  // Tiles that store to dst stream by strips of transpose_stream_rows rows: with fewer rows than
+  // that (a 6-dim permutation whose dim 0 has 16 float32) every tile gets ordinary stores anyway,
+  // and the streaming strips' read-ahead only cost time (permute6d_305142_f32 at 2 threads: 3.0-3.1
+  // ms streaming, 2.7-2.8 ms not, Intel Xeon): ordinary stores, as `ferry explain` then says.
+  if (plan.kind == CopyKernelKind::Transpose && plan.stream && tiles_store_to_dst(plan.route) &&
+      dst_rows_on_lines(p) &&
+      p.sizes[0] < kernels::transpose_stream_rows(transpose_tile_op(p, plan.route))) {
+    plan.stream = false;
+  }
   // Streaming tiles need dst rows that start on a line (every block's rows then do); others
   // stream by panels, each down a tall block (Note [transpose panels] in copy_tuning.h).
   if (plan.kind == CopyKernelKind::Transpose && plan.stream &&
