@@ -250,7 +250,8 @@ TEST_F(CopyRun, EveryDtypePairThroughEveryKernelOnEveryTarget) {
 // convert the portable way.
 // Gathers of runs shorter than a tile side from src rows contiguous along dim 1 (NCHW -> NHWC
 // with a few channels: Note [narrow gathers] in copy_run.cc), every element size and run length
-// around the kernel's limits, into packed and padded dst rows, split 1 to 3 ways.
+// around the kernel's limits, into packed and padded dst rows, split 1 to 3 ways, with ordinary
+// and streaming stores.
 TEST_F(CopyRun, NarrowGathersMatchTheOracle) {
   SCOPED_TRACE(ferry::testing::seed_trace());
   auto rng = ferry::testing::test_rng();
@@ -276,8 +277,11 @@ TEST_F(CopyRun, NarrowGathersMatchTheOracle) {
           EXPECT_EQ(plan.kind, n0 < 8 ? CopyKernelKind::Gather : CopyKernelKind::Transpose);
         }
         for (int threads : {1, 2, 3}) {
-          SCOPED_TRACE(testing::describe_problem(p) + ", " + std::to_string(threads) + " threads");
+          // Streaming stores too (packed dst: interleaved through a buffer, then streamed).
           plan.threads = threads;
+          plan.stream = threads == 2;
+          SCOPED_TRACE(testing::describe_problem(p) + ", " + std::to_string(threads) +
+                       " threads, " + (plan.stream ? "streaming" : "ordinary") + " stores");
           p.dst = reinterpret_cast<char*>(got.data());
           std::memset(got.data(), 0, dst_bytes);
           run_copy(p, plan);

@@ -385,18 +385,37 @@ HWY_INLINE bool PlanesOf(D d, int planes, bool to_packed, Byte* packed, Byte* ro
 
 // Planes <-> packed tuples (Note [narrow gathers] in copy_run.cc): `planes` (2, 3 or 4) rows of
 // n elements of elem_size bytes (1, 2, 4 or 8), `stride` bytes apart from `rows`, and one
-// packed row of n tuples at `packed`. to_packed: packed[k * planes + c] = row c's element k;
-// otherwise the reverse. False when not vectorized (one lane, other sizes).
+// packed row of n tuples at `packed`. to_packed: packed[k * planes + c] = row c's element k
+// (with streaming stores when `stream`); otherwise the reverse. False when not vectorized (one
+// lane, other sizes).
 bool MovePlanes(size_t elem_size, int planes, bool to_packed, void* packed_v, void* rows_v,
-                int64_t stride, int64_t count) {
+                int64_t stride, int64_t count, bool stream) {
 #if HWY_TARGET == HWY_SCALAR
   (void)elem_size, (void)planes, (void)to_packed, (void)packed_v, (void)rows_v, (void)stride,
-      (void)count;
+      (void)count, (void)stream;
   return false;
 #else
   auto* packed = static_cast<Byte*>(packed_v);
   auto* rows = static_cast<Byte*>(rows_v);
   const auto n = static_cast<size_t>(count);
+  if (to_packed && stream && planes >= 2 && planes <= 4 && elem_size <= 8 && elem_size > 0) {
+    // Streaming stores of the packed row: interleaved into an L1 buffer a piece at a time, then
+    // streamed out (Highway's StoreInterleaved has no non-temporal form). The packed row is
+    // written without being read first: a third less traffic than ordinary stores.
+    constexpr size_t kBufferBytes = 4096;
+    alignas(64) Byte buffer[kBufferBytes];
+    const size_t tuple = elem_size * static_cast<size_t>(planes);
+    const size_t per_piece = kBufferBytes / tuple;
+    for (size_t i = 0; i < n; i += per_piece) {
+      const size_t m = std::min(per_piece, n - i);
+      if (!MovePlanes(elem_size, planes, true, buffer, rows + i * elem_size, stride,
+                      static_cast<int64_t>(m), false)) {
+        return false;
+      }
+      CopyStream(packed + i * tuple, buffer, m * tuple);
+    }
+    return true;
+  }
   switch (elem_size) {
     case 1:
       return PlanesOf(hn::ScalableTag<uint8_t>(), planes, to_packed, packed, rows, stride, n);
@@ -463,15 +482,15 @@ bool gather_stride2_simd(size_t elem_size, void* dst, const void* src, int64_t n
 }
 
 bool interleave_planes(size_t elem_size, int planes, void* dst, const void* src, int64_t stride,
-                       int64_t n) {
-  return FERRY_DISPATCH(MovePlanes)(elem_size, planes, true, dst, const_cast<void*>(src), stride,
-                                    n);
+                       int64_t n, bool stream) {
+  return FERRY_DISPATCH(MovePlanes)(elem_size, planes, true, dst, const_cast<void*>(src), stride, n,
+                                    stream);
 }
 
 bool deinterleave_planes(size_t elem_size, int planes, void* dst, int64_t stride, const void* src,
                          int64_t n) {
   return FERRY_DISPATCH(MovePlanes)(elem_size, planes, false, const_cast<void*>(src), dst, stride,
-                                    n);
+                                    n, false);
 }
 
 // The variant FERRY_DISPATCH calls names itself: what plans and `ferry explain` show is what runs.

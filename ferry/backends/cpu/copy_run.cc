@@ -209,10 +209,11 @@ void run_rows(const CopyProblem& p, CopyKernelKind kind, ConjNeg flags, bool str
 constexpr int64_t kNarrowCols = 1024;
 
 template <class T, int kN>
-void interleave(char* dst, int64_t dst0, int64_t dst1, const char* src, int64_t src0, int64_t n) {
+void interleave(char* dst, int64_t dst0, int64_t dst1, const char* src, int64_t src0, int64_t n,
+                bool stream) {
   if (dst0 == static_cast<int64_t>(sizeof(T)) && dst1 == kN * static_cast<int64_t>(sizeof(T))) {
     // Packed dst (channels-last): one sequential stream of n * kN elements.
-    if (kN <= 4 && kernels::interleave_planes(sizeof(T), kN, dst, src, src0, n)) return;
+    if (kN <= 4 && kernels::interleave_planes(sizeof(T), kN, dst, src, src0, n, stream)) return;
     for (int64_t j = 0; j < n; ++j) {
       for (int i = 0; i < kN; ++i) {
         std::memcpy(dst + (j * kN + i) * static_cast<int64_t>(sizeof(T)),
@@ -229,7 +230,7 @@ void interleave(char* dst, int64_t dst0, int64_t dst1, const char* src, int64_t 
   }
 }
 
-using InterleaveFn = void (*)(char*, int64_t, int64_t, const char*, int64_t, int64_t);
+using InterleaveFn = void (*)(char*, int64_t, int64_t, const char*, int64_t, int64_t, bool);
 
 template <class T>
 InterleaveFn interleave_for(int64_t n0) {
@@ -274,7 +275,7 @@ InterleaveFn narrow_gather(const CopyProblem& p, ConjNeg flags) {
 }
 
 // Units [lo, hi) of a narrow gather: (kNarrowCols columns of dim 1, outer index), columns fastest.
-void run_narrow(const CopyProblem& p, InterleaveFn fn, int64_t lo, int64_t hi) {
+void run_narrow(const CopyProblem& p, InterleaveFn fn, bool stream, int64_t lo, int64_t hi) {
   const int64_t chunks = (p.sizes[1] + kNarrowCols - 1) / kNarrowCols;
   for (int64_t u = lo; u < hi; ++u) {
     int64_t o = u / chunks;
@@ -288,7 +289,7 @@ void run_narrow(const CopyProblem& p, InterleaveFn fn, int64_t lo, int64_t hi) {
       src += id * p.src_strides[d];
     }
     fn(dst, p.dst_strides[0], p.dst_strides[1], src, p.src_strides[0],
-       std::min(kNarrowCols, p.sizes[1] - j0));
+       std::min(kNarrowCols, p.sizes[1] - j0), stream);
   }
 }
 
@@ -615,7 +616,10 @@ void run_copy(const CopyProblem& p, const CopyPlan& plan) {
     if (const InterleaveFn fn = narrow_gather(p, flags); fn != nullptr) {
       const int64_t units =
           numel / p.sizes[0] / p.sizes[1] * ((p.sizes[1] + kNarrowCols - 1) / kNarrowCols);
-      split(plan.threads, units, [&](int64_t lo, int64_t hi) { run_narrow(p, fn, lo, hi); });
+      split(plan.threads, units, [&](int64_t lo, int64_t hi) {
+        run_narrow(p, fn, stream, lo, hi);
+        if (stream) kernels::stream_fence();  // Note [streaming stores]
+      });
       return;
     }
     if (const int k = narrow_scatter_dim(p, flags); k > 0) {
