@@ -296,7 +296,7 @@ TEST_F(CopyRun, NarrowGathersMatchTheOracle) {
 // with a few channels, k = 1; pixel unshuffle, k = 2 under a dim of rows: Note [narrow scatters]
 // in copy_run.cc), every element size, tuple sizes around the kernel's, runs of 28 pixels (a
 // vector tail in halves) and of 2500 (two whole chunks and a partial one), into packed and padded
-// dst rows, split 1 to 3 ways.
+// dst rows, split 1 to 3 ways, with ordinary and streaming stores.
 TEST_F(CopyRun, NarrowScattersMatchTheOracle) {
   SCOPED_TRACE(ferry::testing::seed_trace());
   auto rng = ferry::testing::test_rng();
@@ -329,9 +329,10 @@ TEST_F(CopyRun, NarrowScattersMatchTheOracle) {
           testing::naive_copy(p);
           CopyPlan plan = plan_copy(p);
           for (int threads : {1, 2, 3}) {
+            plan.threads = threads;
+            plan.stream = threads == 2;  // rows of 2500 pixels stream, rows of 28 do not
             SCOPED_TRACE(testing::describe_problem(p) + ", " + std::to_string(threads) +
                          " threads, plan " + plan.describe());
-            plan.threads = threads;
             p.dst = reinterpret_cast<char*>(got.data());
             std::memset(got.data(), 0, dst_bytes);
             run_copy(p, plan);

@@ -62,12 +62,12 @@ bool gather_stride2_simd(size_t elem_size, void* dst, const void* src, int64_t n
 // Same dtype, `planes` (2, 3 or 4) rows of n elements of elem_size bytes (1, 2, 4 or 8), `stride`
 // bytes apart, to and from one packed row of n tuples (NCHW <-> NHWC with 3 channels: a row per
 // channel, a tuple per pixel). interleave: dst[k * planes + c] = row c's element k, the rows at
-// src (streaming stores when `stream`: the caller fences); deinterleave: the reverse, the rows
-// at dst. False when not vectorized.
+// src; deinterleave: the reverse, the rows at dst. Streaming stores when `stream` (the caller
+// fences). False when not vectorized.
 bool interleave_planes(size_t elem_size, int planes, void* dst, const void* src, int64_t stride,
                        int64_t n, bool stream);
 bool deinterleave_planes(size_t elem_size, int planes, void* dst, int64_t stride, const void* src,
-                         int64_t n);
+                         int64_t n, bool stream);
 
 // --- Transposes ------------------------------------------------------------------------------
 // A rectangle of `rows` x `cols` elements: element (i, j) is read at src + i * src_row_stride +

@@ -312,7 +312,7 @@ int narrow_scatter_dim(const CopyProblem& p, ConjNeg flags) {
 // Units [lo, hi) of a narrow scatter over tuple dim k: (kNarrowCols pixels of dim 0, index over
 // the dims other than 0 and k), pixels fastest. The odometer steps rather than dividing per
 // unit: pixel unshuffle's units are rows of 28 pixels.
-void run_narrow_scatter(const CopyProblem& p, int k, int64_t lo, int64_t hi) {
+void run_narrow_scatter(const CopyProblem& p, int k, bool stream, int64_t lo, int64_t hi) {
   const auto elem = element_size(p.dst_dtype);
   const int64_t chunks = (p.sizes[0] + kNarrowCols - 1) / kNarrowCols;
   const auto planes = static_cast<int>(p.sizes[k]);
@@ -333,7 +333,7 @@ void run_narrow_scatter(const CopyProblem& p, int k, int64_t lo, int64_t hi) {
     const int64_t m = std::min(kNarrowCols, p.sizes[0] - i0);
     char* d0 = dst + i0 * p.dst_strides[0];
     const char* s0 = src + i0 * p.src_strides[0];
-    if (!kernels::deinterleave_planes(elem, planes, d0, p.dst_strides[k], s0, m)) {
+    if (!kernels::deinterleave_planes(elem, planes, d0, p.dst_strides[k], s0, m, stream)) {
       for (int c = 0; c < planes; ++c) {
         kernels::strided_run(p.dst_dtype, p.src_dtype, d0 + c * p.dst_strides[k], p.dst_strides[0],
                              s0 + c * p.src_strides[k], p.src_strides[0], m, {});
@@ -625,7 +625,10 @@ void run_copy(const CopyProblem& p, const CopyPlan& plan) {
     if (const int k = narrow_scatter_dim(p, flags); k > 0) {
       const int64_t units =
           numel / p.sizes[0] / p.sizes[k] * ((p.sizes[0] + kNarrowCols - 1) / kNarrowCols);
-      split(plan.threads, units, [&](int64_t lo, int64_t hi) { run_narrow_scatter(p, k, lo, hi); });
+      split(plan.threads, units, [&](int64_t lo, int64_t hi) {
+        run_narrow_scatter(p, k, stream, lo, hi);
+        if (stream) kernels::stream_fence();  // Note [streaming stores]
+      });
       return;
     }
   }
