@@ -52,6 +52,20 @@ void copy_short_runs(char* dst, int64_t dst1, const char* src, int64_t src1, int
   }
 }
 
+// Moves dst and src to outer index o over dims [1, ndim) other than skip_a and skip_b, the first
+// of them fastest; records each dim's index in idx when given (for step_odometer).
+void seek_outer(const CopyProblem& p, int64_t o, int skip_a, int skip_b, char*& dst,
+                const char*& src, DimVector* idx = nullptr) {
+  for (int d = 1; d < p.ndim(); ++d) {
+    if (d == skip_a || d == skip_b) continue;
+    const int64_t id = o % p.sizes[d];
+    o /= p.sizes[d];
+    dst += id * p.dst_strides[d];
+    src += id * p.src_strides[d];
+    if (idx != nullptr) (*idx)[d] = id;
+  }
+}
+
 // Note [short-run blocks]
 // Short runs whose neighbours along dim 2 are the next runs of the same src lines: permute(1, 0,
 // 2) of rows of 8 float32, src runs 32 bytes apart along dim 2 and 128 KiB apart along dim 1.
@@ -93,16 +107,10 @@ void run_short_run_blocks(const CopyProblem& p, int64_t lo, int64_t hi) {
   const int64_t per_block = std::max<int64_t>(1, kRunBlockBytes / run);
   const int64_t blocks = (p.sizes[2] + per_block - 1) / per_block;
   for (int64_t u = lo; u < hi; ++u) {
-    int64_t o = u / blocks;
     const int64_t g0 = u % blocks * per_block;
     char* dst = p.dst + g0 * p.dst_strides[2];
     const char* src = p.src + g0 * p.src_strides[2];
-    for (int d = 3; d < p.ndim(); ++d) {
-      const int64_t id = o % p.sizes[d];
-      o /= p.sizes[d];
-      dst += id * p.dst_strides[d];
-      src += id * p.src_strides[d];
-    }
+    seek_outer(p, u / blocks, 1, 2, dst, src);
     const int64_t runs = std::min(per_block, p.sizes[2] - g0);
     const int64_t d1 = p.dst_strides[1], d2 = p.dst_strides[2], s1 = p.src_strides[1];
     switch (run) {
@@ -125,9 +133,11 @@ void run_short_run_blocks(const CopyProblem& p, int64_t lo, int64_t hi) {
   }
 }
 
-// The next position of the odometer over dims [first, ndim): dst and src move with it.
-void step_odometer(const CopyProblem& p, int first, DimVector& idx, char*& dst, const char*& src) {
+// The next position of the odometer over dims [first, ndim) but `skip`: dst and src move with it.
+void step_odometer(const CopyProblem& p, int first, DimVector& idx, char*& dst, const char*& src,
+                   int skip = -1) {
   for (int d = first; d < p.ndim(); ++d) {
+    if (d == skip) continue;
     dst += p.dst_strides[d];
     src += p.src_strides[d];
     if (++idx[d] < p.sizes[d]) return;
@@ -150,16 +160,10 @@ void run_rows(const CopyProblem& p, CopyKernelKind kind, ConjNeg flags, bool str
   const int64_t src0 = p.src_strides[0];
   const auto elem = static_cast<int64_t>(element_size(p.dst_dtype));
   DimVector idx(static_cast<size_t>(nd), 0);  // inline up to kInlineDims: no allocation
-  int64_t row = lo / n0;
   int64_t col = lo % n0;
   char* dst = p.dst + col * dst0;
   const char* src = p.src + col * src0;
-  for (int d = 1; d < nd; ++d) {
-    idx[d] = row % p.sizes[d];
-    row /= p.sizes[d];
-    dst += idx[d] * p.dst_strides[d];
-    src += idx[d] * p.src_strides[d];
-  }
+  seek_outer(p, lo / n0, -1, -1, dst, src, &idx);
   const bool short_runs = kind == CopyKernelKind::Memcpy && nd >= 2 && n0 * elem <= kShortRunBytes;
   for (int64_t remaining = hi - lo;;) {
     if (short_runs && col == 0 && remaining >= n0) {
@@ -278,16 +282,10 @@ InterleaveFn narrow_gather(const CopyProblem& p, ConjNeg flags) {
 void run_narrow(const CopyProblem& p, InterleaveFn fn, bool stream, int64_t lo, int64_t hi) {
   const int64_t chunks = (p.sizes[1] + kNarrowCols - 1) / kNarrowCols;
   for (int64_t u = lo; u < hi; ++u) {
-    int64_t o = u / chunks;
     const int64_t j0 = u % chunks * kNarrowCols;
     char* dst = p.dst + j0 * p.dst_strides[1];
     const char* src = p.src + j0 * p.src_strides[1];
-    for (int d = 2; d < p.ndim(); ++d) {
-      const int64_t id = o % p.sizes[d];
-      o /= p.sizes[d];
-      dst += id * p.dst_strides[d];
-      src += id * p.src_strides[d];
-    }
+    seek_outer(p, u / chunks, 1, -1, dst, src);
     fn(dst, p.dst_strides[0], p.dst_strides[1], src, p.src_strides[0],
        std::min(kNarrowCols, p.sizes[1] - j0), stream);
   }
@@ -317,17 +315,10 @@ void run_narrow_scatter(const CopyProblem& p, int k, bool stream, int64_t lo, in
   const int64_t chunks = (p.sizes[0] + kNarrowCols - 1) / kNarrowCols;
   const auto planes = static_cast<int>(p.sizes[k]);
   int64_t chunk = lo % chunks;
-  int64_t o = lo / chunks;
   DimVector idx(static_cast<size_t>(p.ndim()), 0);
   char* dst = p.dst;
   const char* src = p.src;
-  for (int d = 1; d < p.ndim(); ++d) {
-    if (d == k) continue;
-    idx[d] = o % p.sizes[d];
-    o /= p.sizes[d];
-    dst += idx[d] * p.dst_strides[d];
-    src += idx[d] * p.src_strides[d];
-  }
+  seek_outer(p, lo / chunks, k, -1, dst, src, &idx);
   for (int64_t u = lo; u < hi; ++u) {
     const int64_t i0 = chunk * kNarrowCols;
     const int64_t m = std::min(kNarrowCols, p.sizes[0] - i0);
@@ -341,15 +332,7 @@ void run_narrow_scatter(const CopyProblem& p, int k, bool stream, int64_t lo, in
     }
     if (++chunk < chunks) continue;
     chunk = 0;
-    for (int d = 1; d < p.ndim(); ++d) {
-      if (d == k) continue;
-      dst += p.dst_strides[d];
-      src += p.src_strides[d];
-      if (++idx[d] < p.sizes[d]) break;
-      dst -= p.sizes[d] * p.dst_strides[d];
-      src -= p.sizes[d] * p.src_strides[d];
-      idx[d] = 0;
-    }
+    step_odometer(p, 1, idx, dst, src, k);
   }
 }
 
@@ -458,16 +441,9 @@ struct Transpose {
     Unit x;
     x.cg = u % col_groups;
     const int64_t rb = rows_outermost ? rest / outer : rest % row_blocks;
-    int64_t o = rows_outermost ? rest % outer : rest / row_blocks;
     x.dst = p.dst;
     x.src = p.src;
-    for (int d = 1; d < p.ndim(); ++d) {
-      if (d == k) continue;
-      const int64_t id = o % p.sizes[d];
-      o /= p.sizes[d];
-      x.dst += id * p.dst_strides[d];
-      x.src += id * p.src_strides[d];
-    }
+    seek_outer(p, rows_outermost ? rest % outer : rest / row_blocks, k, -1, x.dst, x.src);
     const int64_t i0 = rb * block_rows;
     x.rows = std::min(block_rows, rows - i0);
     x.src += i0 * src_i;
