@@ -248,6 +248,33 @@ TEST_F(CopyRun, EveryDtypePairThroughEveryKernelOnEveryTarget) {
 // values, among them rounding ties and values that round up to infinity; a few hold one value
 // the instruction converts differently (a denormal, NaNs with a sign and a payload), and must
 // convert the portable way.
+// Fills p's src with random values (p.numel() elements, dense from p.src's buffer) and runs
+// `plan` at 1, 2 and 3 threads (streaming stores at 2) into a dst buffer of dst_bytes, each run
+// against the oracle's result. plan_of(p) makes the plan once p is complete.
+template <class PlanOf>
+void expect_runs_match_the_oracle(std::mt19937_64& rng, CopyProblem p, size_t dst_bytes,
+                                  PlanOf&& plan_of) {
+  const int64_t count = p.numel();
+  const auto e = static_cast<int64_t>(element_size(p.src_dtype));
+  Buffer src(static_cast<size_t>(count * e), 0);
+  testing::fill_values(rng, p.src_dtype, src.data(), count);
+  p.src = reinterpret_cast<const char*>(src.data());
+  Buffer expected(dst_bytes, 0), got(dst_bytes, 0);
+  p.dst = reinterpret_cast<char*>(expected.data());
+  testing::naive_copy(p);
+  CopyPlan plan = plan_of(p);
+  for (int threads : {1, 2, 3}) {
+    plan.threads = threads;
+    plan.stream = threads == 2;
+    SCOPED_TRACE(testing::describe_problem(p) + ", " + std::to_string(threads) + " threads, " +
+                 plan.describe());
+    p.dst = reinterpret_cast<char*>(got.data());
+    std::memset(got.data(), 0, dst_bytes);
+    run_copy(p, plan);
+    ASSERT_EQ(testing::first_difference(expected.contents(), got.contents()), "");
+  }
+}
+
 // Gathers of runs shorter than a tile side from src rows contiguous along dim 1 (NCHW -> NHWC
 // with a few channels: Note [narrow gathers] in copy_run.cc), every element size and run length
 // around the kernel's limits, into packed and padded dst rows, split 1 to 3 ways, with ordinary
@@ -265,28 +292,14 @@ TEST_F(CopyRun, NarrowGathersMatchTheOracle) {
         p.src_strides = {cols * e, e, n0 * cols * e};
         p.dst_strides = {e, (n0 + pad) * e, (n0 + pad) * cols * e};
         p.dst_dtype = p.src_dtype = t;
-        Buffer src(static_cast<size_t>(n0 * cols * outer * e), 0);
-        testing::fill_values(rng, t, src.data(), n0 * cols * outer);
-        p.src = reinterpret_cast<const char*>(src.data());
         const auto dst_bytes = static_cast<size_t>((n0 + pad) * cols * outer * e);
-        Buffer expected(dst_bytes, 0), got(dst_bytes, 0);
-        p.dst = reinterpret_cast<char*>(expected.data());
-        testing::naive_copy(p);
-        CopyPlan plan = plan_copy(p);
-        if (n0 > 1) {
-          EXPECT_EQ(plan.kind, n0 < 8 ? CopyKernelKind::Gather : CopyKernelKind::Transpose);
-        }
-        for (int threads : {1, 2, 3}) {
-          // Streaming stores too (packed dst: interleaved through a buffer, then streamed).
-          plan.threads = threads;
-          plan.stream = threads == 2;
-          SCOPED_TRACE(testing::describe_problem(p) + ", " + std::to_string(threads) +
-                       " threads, " + (plan.stream ? "streaming" : "ordinary") + " stores");
-          p.dst = reinterpret_cast<char*>(got.data());
-          std::memset(got.data(), 0, dst_bytes);
-          run_copy(p, plan);
-          ASSERT_EQ(testing::first_difference(expected.contents(), got.contents()), "");
-        }
+        expect_runs_match_the_oracle(rng, p, dst_bytes, [&](const CopyProblem& q) {
+          const CopyPlan plan = plan_copy(q);
+          if (n0 > 1) {
+            EXPECT_EQ(plan.kind, n0 < 8 ? CopyKernelKind::Gather : CopyKernelKind::Transpose);
+          }
+          return plan;
+        });
       }
     }
   }
@@ -318,26 +331,11 @@ TEST_F(CopyRun, NarrowScattersMatchTheOracle) {
             p.dst_strides = {e, (pixels + pad) * e, rows * (pixels + pad) * e,
                              planes * rows * (pixels + pad) * e};
           }
-          const int64_t count = p.numel();
           p.dst_dtype = p.src_dtype = t;
-          Buffer src(static_cast<size_t>(count * e), 0);
-          testing::fill_values(rng, t, src.data(), count);
-          p.src = reinterpret_cast<const char*>(src.data());
-          const auto dst_bytes = static_cast<size_t>(count / pixels * (pixels + pad) * e);
-          Buffer expected(dst_bytes, 0), got(dst_bytes, 0);
-          p.dst = reinterpret_cast<char*>(expected.data());
-          testing::naive_copy(p);
-          CopyPlan plan = plan_copy(p);
-          for (int threads : {1, 2, 3}) {
-            plan.threads = threads;
-            plan.stream = threads == 2;  // rows of 2500 pixels stream, rows of 28 do not
-            SCOPED_TRACE(testing::describe_problem(p) + ", " + std::to_string(threads) +
-                         " threads, plan " + plan.describe());
-            p.dst = reinterpret_cast<char*>(got.data());
-            std::memset(got.data(), 0, dst_bytes);
-            run_copy(p, plan);
-            ASSERT_EQ(testing::first_difference(expected.contents(), got.contents()), "");
-          }
+          // Streaming at 2 threads: rows of 2500 pixels stream, rows of 28 do not.
+          const auto dst_bytes = static_cast<size_t>(p.numel() / pixels * (pixels + pad) * e);
+          expect_runs_match_the_oracle(rng, p, dst_bytes,
+                                       [](const CopyProblem& q) { return plan_copy(q); });
         }
       }
     }
@@ -361,23 +359,12 @@ TEST_F(CopyRun, ShortRunBlocksMatchTheOracle) {
       p.src_strides = {e, cols * run, run, rows * cols * run};  // src [outer, rows, cols, n0]
       p.dst_strides = {e, run, rows * run, cols * rows * run};  // dst [outer, cols, rows, n0]
       p.dst_dtype = p.src_dtype = t;
-      const int64_t count = p.numel();
-      Buffer src(static_cast<size_t>(count * e), 0);
-      testing::fill_values(rng, t, src.data(), count);
-      p.src = reinterpret_cast<const char*>(src.data());
-      Buffer expected(static_cast<size_t>(count * e), 0), got(static_cast<size_t>(count * e), 0);
-      p.dst = reinterpret_cast<char*>(expected.data());
-      testing::naive_copy(p);
-      CopyPlan plan = plan_copy(p);
-      EXPECT_EQ(plan.kind, CopyKernelKind::Memcpy);
-      for (int threads : {1, 2, 3}) {
-        SCOPED_TRACE(testing::describe_problem(p) + ", " + std::to_string(threads) + " threads");
-        plan.threads = threads;
-        p.dst = reinterpret_cast<char*>(got.data());
-        std::memset(got.data(), 0, static_cast<size_t>(count * e));
-        run_copy(p, plan);
-        ASSERT_EQ(testing::first_difference(expected.contents(), got.contents()), "");
-      }
+      expect_runs_match_the_oracle(rng, p, static_cast<size_t>(p.numel() * e),
+                                   [](const CopyProblem& q) {
+                                     const CopyPlan plan = plan_copy(q);
+                                     EXPECT_EQ(plan.kind, CopyKernelKind::Memcpy);
+                                     return plan;
+                                   });
     }
   }
 }
