@@ -401,16 +401,17 @@ bool MovePlanes(size_t elem_size, int planes, bool to_packed, void* packed_v, vo
   auto* rows = static_cast<Byte*>(rows_v);
   const auto n = static_cast<size_t>(count);
   // Streaming only rows of whole lines, most of them (a row of pixel unshuffle's, 28 float32,
-  // streamed as a line and two pieces ran at a sixth of the speed of ordinary stores).
-  const bool long_rows = n * elem_size >= kStreamMinRowBytes;
-  if (to_packed && stream && long_rows && planes >= 2 && planes <= 4 && elem_size <= 8 &&
-      elem_size > 0) {
+  // streamed as a line and two pieces ran at a sixth of the speed of ordinary stores), and only
+  // shapes the vector path below takes.
+  const size_t tuple = elem_size * static_cast<size_t>(planes);
+  const bool streams = stream && n * elem_size >= kStreamMinRowBytes && planes >= 2 &&
+                       planes <= 4 && elem_size > 0 && elem_size <= 8;
+  if (streams && to_packed) {
     // Streaming stores of the packed row: interleaved into an L1 buffer a piece at a time, then
     // streamed out (Highway's StoreInterleaved has no non-temporal form). The packed row is
     // written without being read first: a third less traffic than ordinary stores.
     constexpr size_t kBufferBytes = 4096;
     alignas(64) Byte buffer[kBufferBytes];
-    const size_t tuple = elem_size * static_cast<size_t>(planes);
     const size_t per_piece = kBufferBytes / tuple;
     for (size_t i = 0; i < n; i += per_piece) {
       const size_t m = std::min(per_piece, n - i);
@@ -422,16 +423,14 @@ bool MovePlanes(size_t elem_size, int planes, bool to_packed, void* packed_v, vo
     }
     return true;
   }
-  if (!to_packed && stream && long_rows && planes >= 2 && planes <= 4 && elem_size <= 8 &&
-      elem_size > 0) {
+  if (streams) {
     // The rows stream the same way: a piece of each split into the buffer's rows, then streamed.
     constexpr size_t kBufferBytes = 8192;
     alignas(64) Byte buffer[kBufferBytes];
-    const size_t per_piece = kBufferBytes / (elem_size * static_cast<size_t>(planes)) / 64 * 64;
+    const size_t per_piece = kBufferBytes / tuple / 64 * 64;
     const auto piece_stride = static_cast<int64_t>(per_piece * elem_size);
     for (size_t i = 0; i < n; i += per_piece) {
       const size_t m = std::min(per_piece, n - i);
-      const size_t tuple = elem_size * static_cast<size_t>(planes);
       if (!MovePlanes(elem_size, planes, false, packed + i * tuple, buffer, piece_stride,
                       static_cast<int64_t>(m), false)) {
         return false;

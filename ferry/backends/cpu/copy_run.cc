@@ -85,18 +85,26 @@ bool short_run_blocks(const CopyProblem& p, CopyKernelKind kind) {
          std::abs(p.src_strides[1]) >= kRunBlockBytes;
 }
 
+// The runs along dim 2 one short-run block copies per row of dim 1.
+int64_t runs_per_block(const CopyProblem& p) {
+  const int64_t run = p.sizes[0] * static_cast<int64_t>(element_size(p.dst_dtype));
+  return std::max<int64_t>(1, kRunBlockBytes / run);
+}
+
+// One block: `runs` runs of `bytes` (kBytes when it is not 0: a fixed-size copy) per row.
 template <size_t kBytes>
 void copy_run_block(char* dst, int64_t dst1, int64_t dst2, const char* src, int64_t src1,
-                    int64_t rows, int64_t runs) {
+                    int64_t rows, int64_t runs, int64_t bytes) {
+  const int64_t run = kBytes != 0 ? static_cast<int64_t>(kBytes) : bytes;
   for (int64_t r = 0; r < rows; ++r) {
     const char* ahead = src + (r + kRunBlockAheadRows) * src1;
-    for (int64_t b = 0; b < runs * static_cast<int64_t>(kBytes); b += 64) {
+    for (int64_t b = 0; b < runs * run; b += 64) {
       __builtin_prefetch(ahead + b, /*rw=*/0, /*locality=*/2);
     }
     const char* from = src + r * src1;
     char* to = dst + r * dst1;
     for (int64_t g = 0; g < runs; ++g) {
-      std::memcpy(to + g * dst2, from + g * static_cast<int64_t>(kBytes), kBytes);
+      std::memcpy(to + g * dst2, from + g * run, static_cast<size_t>(run));
     }
   }
 }
@@ -104,7 +112,7 @@ void copy_run_block(char* dst, int64_t dst1, int64_t dst2, const char* src, int6
 // Units [lo, hi) of short-run blocks: (a block of runs along dim 2, outer index), blocks fastest.
 void run_short_run_blocks(const CopyProblem& p, int64_t lo, int64_t hi) {
   const int64_t run = p.sizes[0] * static_cast<int64_t>(element_size(p.dst_dtype));
-  const int64_t per_block = std::max<int64_t>(1, kRunBlockBytes / run);
+  const int64_t per_block = runs_per_block(p);
   const int64_t blocks = (p.sizes[2] + per_block - 1) / per_block;
   for (int64_t u = lo; u < hi; ++u) {
     const int64_t g0 = u % blocks * per_block;
@@ -115,20 +123,16 @@ void run_short_run_blocks(const CopyProblem& p, int64_t lo, int64_t hi) {
     const int64_t d1 = p.dst_strides[1], d2 = p.dst_strides[2], s1 = p.src_strides[1];
     switch (run) {
       case 16:
-        copy_run_block<16>(dst, d1, d2, src, s1, p.sizes[1], runs);
+        copy_run_block<16>(dst, d1, d2, src, s1, p.sizes[1], runs, run);
         break;
       case 32:
-        copy_run_block<32>(dst, d1, d2, src, s1, p.sizes[1], runs);
+        copy_run_block<32>(dst, d1, d2, src, s1, p.sizes[1], runs, run);
         break;
       case 64:
-        copy_run_block<64>(dst, d1, d2, src, s1, p.sizes[1], runs);
+        copy_run_block<64>(dst, d1, d2, src, s1, p.sizes[1], runs, run);
         break;
       default:
-        for (int64_t r = 0; r < p.sizes[1]; ++r) {
-          for (int64_t g = 0; g < runs; ++g) {
-            std::memcpy(dst + r * d1 + g * d2, src + r * s1 + g * run, static_cast<size_t>(run));
-          }
-        }
+        copy_run_block<0>(dst, d1, d2, src, s1, p.sizes[1], runs, run);
     }
   }
 }
@@ -581,8 +585,7 @@ void run_copy(const CopyProblem& p, const CopyPlan& plan) {
     return;
   }
   if (short_run_blocks(p, plan.kind)) {
-    const int64_t run = p.sizes[0] * static_cast<int64_t>(element_size(p.dst_dtype));
-    const int64_t per_block = std::max<int64_t>(1, kRunBlockBytes / run);
+    const int64_t per_block = runs_per_block(p);
     const int64_t units =
         numel / p.sizes[0] / p.sizes[1] / p.sizes[2] * ((p.sizes[2] + per_block - 1) / per_block);
     split(plan.threads, units, [&](int64_t lo, int64_t hi) { run_short_run_blocks(p, lo, hi); });

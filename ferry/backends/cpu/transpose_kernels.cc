@@ -98,14 +98,15 @@ HWY_INLINE void Unrolled(std::index_sequence<kK...>, F&& f) {
   (f(std::integral_constant<size_t, kK>()), ...);
 }
 
-template <size_t kHalf, class D, size_t kN>
+// Elements of kElemBytes (a lane by default; 16 for Copy16Op's 128-bit blocks).
+template <size_t kHalf, size_t kElemBytes = 0, class D, size_t kN>
 HWY_INLINE void TransposeStages(D d, hn::Vec<D> (&v)[kN]) {
   if constexpr (kHalf >= 1) {
-    constexpr size_t kUnit = kHalf * sizeof(hn::TFromD<D>);
+    constexpr size_t kElem = kElemBytes != 0 ? kElemBytes : sizeof(hn::TFromD<D>);
     Unrolled(std::make_index_sequence<kN>(), [&](auto r) {
-      if constexpr ((r() & kHalf) == 0) SwapBlocks<kUnit>(d, v[r()], v[r() + kHalf]);
+      if constexpr ((r() & kHalf) == 0) SwapBlocks<kHalf * kElem>(d, v[r()], v[r() + kHalf]);
     });
-    TransposeStages<kHalf / 2>(d, v);
+    TransposeStages<kHalf / 2, kElemBytes>(d, v);
   }
 }
 
@@ -176,18 +177,6 @@ struct ToF32Op {
   static HWY_INLINE void Store(hn::Vec<D> v, Byte* p, bool stream) { Put(D(), v, p, stream); }
 };
 
-// Stages of 128-bit block swaps: v[r] holds row r of a tile of kN 16-byte elements per row;
-// afterwards v[c] holds column c (the same recursion as TransposeStages, on 16-byte units).
-template <size_t kHalf, class D, size_t kN>
-HWY_INLINE void BlockStages(D d, hn::Vec<D> (&v)[kN]) {
-  if constexpr (kHalf >= 1) {
-    Unrolled(std::make_index_sequence<kN>(), [&](auto r) {
-      if constexpr ((r() & kHalf) == 0) SwapBlocks<16 * kHalf>(d, v[r()], v[r() + kHalf]);
-    });
-    BlockStages<kHalf / 2>(d, v);
-  }
-}
-
 #if HWY_TARGET <= HWY_AVX2 && HWY_ARCH_X86_64
 #define FERRY_COPY16_TILES 1
 // 16-byte elements (complex128) moved unchanged: a square tile of one vector per row, 4 x 4 in
@@ -208,7 +197,7 @@ struct Copy16Op {
       v[r()] = hn::LoadU(
           d, reinterpret_cast<const uint64_t*>(src + static_cast<int64_t>(r()) * src_stride));
     });
-    BlockStages<kTileEdge / 2>(d, v);
+    TransposeStages<kTileEdge / 2, 16>(d, v);
     Unrolled(std::make_index_sequence<kTileEdge>(),
              [&](auto c) { Put(d, v[c()], dst + static_cast<int64_t>(c()) * dst_stride, stream); });
   }
