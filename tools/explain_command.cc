@@ -327,6 +327,7 @@ int run_explain(const ExplainOptions& o) {
               std::string(dtype_name(problem.dst_dtype)).c_str(),
               problem.conj ? ", conjugated" : "", problem.neg ? ", negated" : "");
   std::printf("kernel: %s\n", plan.describe().c_str());
+  std::printf("walk: %s\n", cpu::describe_walk(problem, plan).c_str());
   std::printf("simd target: %s (%s; supported here:%s)\n", plan.simd_target,
               simd_target_origin().c_str(), supported_targets().c_str());
   std::printf("threads: %d of %d (get_num_threads)\n", plan.threads, get_num_threads());

@@ -121,6 +121,28 @@ TEST_F(Explain, TransposeKernelPrintsTilingAndThreads) {
   EXPECT_THAT(out, HasSubstr("threads: 2 of 2 (get_num_threads)"));
 }
 
+TEST_F(Explain, RowKernelsNameTheirWalk) {
+  // NCHW -> NHWC of 3 channels of bytes: each dst run is a packed pixel, gathered from 3 planes.
+  int status = 0;
+  std::string out =
+      explain("--shape 2,3,64,64 --permute 0,2,3,1 --src-dtype u8 --threads 1", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("kernel: Gather, 1 thread, "));
+  EXPECT_THAT(out, HasSubstr("walk: narrow gather: 3 planes interleaved into packed tuples"));
+  // The reverse, NHWC -> NCHW: dst planes read from tuples of 3 along dim 1.
+  out = explain("--shape 2,64,64,3 --permute 0,3,1,2 --threads 1", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("walk: narrow scatter: tuples of 3 along dim 1 deinterleaved"));
+  // permute(1, 0, 2) of rows of 8 float32 whose src rows are 16 KiB apart: short-run blocks.
+  out = explain("--shape 64,512,8 --permute 1,0,2 --threads 1", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("walk: short-run blocks: 32-byte runs, 8 per src row at a time"));
+  // Half of each row: one 128-byte run per dst row.
+  out = explain("--shape 100,64 --slice 1:0:32 --threads 1", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("walk: rows: 128-byte runs along dim 0, one kernel call each"));
+}
+
 TEST_F(Explain, SizesThatOverflowAreRefused) {
   int status = 0;
   // 2^62 float32 elements: 2^64 bytes, which used to wrap to an empty storage.

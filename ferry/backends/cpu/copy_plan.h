@@ -115,6 +115,18 @@ bool dst_rows_on_lines(const CopyProblem& problem);
 // Chooses the kernel; cheap enough to call on every copy (no allocation).
 CopyPlan plan_copy(const CopyProblem& problem);
 
+// How run_copy walks a plan that is not a Transpose. It is decided from the problem when the
+// copy runs, by copy_walk, which `ferry explain` calls too.
+enum class CopyWalk : int8_t {
+  kRows,            // dim-0 runs, one kernel call each (tight loops for short runs)
+  kShortRunBlocks,  // Memcpy of short runs, a block of them per src row (Note [short-run blocks])
+  kNarrowGather,    // Gather into 2-7 packed planes: SIMD interleave (Note [narrow gathers])
+  kNarrowScatter,   // Gather from 2-4 packed planes: SIMD deinterleave (Note [narrow scatters])
+};
+CopyWalk copy_walk(const CopyProblem& problem, const CopyPlan& plan);
+// One line for `ferry explain`: the walk, with the planes it interleaves or deinterleaves.
+std::string describe_walk(const CopyProblem& problem, const CopyPlan& plan);
+
 // Runs `plan` on `problem`. Splits across ferry's thread pool when plan.threads > 1.
 void run_copy(const CopyProblem& problem, const CopyPlan& plan);
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "ferry/backends/cpu/copy_kernels.h"
 #include "ferry/backends/cpu/copy_plan.h"
@@ -556,6 +557,39 @@ void split(int threads, int64_t total, const Body& body) {
 
 }  // namespace
 
+CopyWalk copy_walk(const CopyProblem& p, const CopyPlan& plan) {
+  if (plan.kind == CopyKernelKind::Transpose || p.numel() == 0) return CopyWalk::kRows;
+  if (short_run_blocks(p, plan.kind)) return CopyWalk::kShortRunBlocks;
+  if (plan.kind == CopyKernelKind::Gather) {
+    const ConjNeg flags = kernels::effective_conj_neg(p.dst_dtype, p.conj, p.neg);
+    if (narrow_gather(p, flags) != nullptr) return CopyWalk::kNarrowGather;
+    if (narrow_scatter_dim(p, flags) > 0) return CopyWalk::kNarrowScatter;
+  }
+  return CopyWalk::kRows;
+}
+
+std::string describe_walk(const CopyProblem& p, const CopyPlan& plan) {
+  const std::string runs =
+      p.ndim() == 0 ? "" : std::to_string(p.sizes[0] * element_size(p.dst_dtype)) + "-byte ";
+  switch (copy_walk(p, plan)) {
+    case CopyWalk::kShortRunBlocks:
+      return "short-run blocks: " + runs + "runs, " + std::to_string(runs_per_block(p)) +
+             " per src row at a time";
+    case CopyWalk::kNarrowGather:
+      return "narrow gather: " + std::to_string(p.sizes[0]) +
+             " planes interleaved into packed tuples (SIMD)";
+    case CopyWalk::kNarrowScatter: {
+      const int k = narrow_scatter_dim(p, kernels::effective_conj_neg(p.dst_dtype, p.conj, p.neg));
+      return "narrow scatter: tuples of " + std::to_string(p.sizes[k]) + " along dim " +
+             std::to_string(k) + " deinterleaved into planes (SIMD)";
+    }
+    case CopyWalk::kRows:
+      break;
+  }
+  if (plan.kind == CopyKernelKind::Transpose) return "blocks of register tiles";
+  return "rows: " + runs + "runs along dim 0, one kernel call each";
+}
+
 void run_copy(const CopyProblem& p, const CopyPlan& plan) {
   const int64_t numel = p.numel();
   if (numel == 0) return;
@@ -584,15 +618,16 @@ void run_copy(const CopyProblem& p, const CopyPlan& plan) {
     if (stream) kernels::stream_fence();
     return;
   }
-  if (short_run_blocks(p, plan.kind)) {
-    const int64_t per_block = runs_per_block(p);
-    const int64_t units =
-        numel / p.sizes[0] / p.sizes[1] / p.sizes[2] * ((p.sizes[2] + per_block - 1) / per_block);
-    split(plan.threads, units, [&](int64_t lo, int64_t hi) { run_short_run_blocks(p, lo, hi); });
-    return;
-  }
-  if (plan.kind == CopyKernelKind::Gather) {
-    if (const InterleaveFn fn = narrow_gather(p, flags); fn != nullptr) {
+  switch (copy_walk(p, plan)) {
+    case CopyWalk::kShortRunBlocks: {
+      const int64_t per_block = runs_per_block(p);
+      const int64_t units =
+          numel / p.sizes[0] / p.sizes[1] / p.sizes[2] * ((p.sizes[2] + per_block - 1) / per_block);
+      split(plan.threads, units, [&](int64_t lo, int64_t hi) { run_short_run_blocks(p, lo, hi); });
+      return;
+    }
+    case CopyWalk::kNarrowGather: {
+      const InterleaveFn fn = narrow_gather(p, flags);
       const int64_t units =
           numel / p.sizes[0] / p.sizes[1] * ((p.sizes[1] + kNarrowCols - 1) / kNarrowCols);
       split(plan.threads, units, [&](int64_t lo, int64_t hi) {
@@ -601,7 +636,8 @@ void run_copy(const CopyProblem& p, const CopyPlan& plan) {
       });
       return;
     }
-    if (const int k = narrow_scatter_dim(p, flags); k > 0) {
+    case CopyWalk::kNarrowScatter: {
+      const int k = narrow_scatter_dim(p, flags);
       const int64_t units =
           numel / p.sizes[0] / p.sizes[k] * ((p.sizes[0] + kNarrowCols - 1) / kNarrowCols);
       split(plan.threads, units, [&](int64_t lo, int64_t hi) {
@@ -610,6 +646,8 @@ void run_copy(const CopyProblem& p, const CopyPlan& plan) {
       });
       return;
     }
+    case CopyWalk::kRows:
+      break;
   }
   split(plan.threads, numel, [&](int64_t lo, int64_t hi) {
     run_rows(p, plan.kind, flags, stream, lo, hi);
