@@ -176,8 +176,15 @@ TEST(StoreModeRun, StreamingTransposesWithRaggedEdgesOnEveryTarget) {
                         {kFloat32, kFloat32, false, true},
                         {kComplex64, kComplex64, true, false},
                         {kComplex128, kComplex64, true, true}};
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer watches the two threads meet, which fewer shapes show as well (the full sweep
+  // took half a minute there; the other builds run it).
+  const int64_t rows_list[] = {48, 129};
+  const int64_t cols_list[] = {33, 300};
+#else
   const int64_t rows_list[] = {16, 48, 100, 129, 300};  // along i (dst contiguous)
   const int64_t cols_list[] = {33, 64, 300};            // along j (src contiguous)
+#endif
   for (const std::string& target : simd_targets()) {
     set_simd_target(target);
     SCOPED_TRACE(target);

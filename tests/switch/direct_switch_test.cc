@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ferry/autograd/grad_mode.h"
@@ -185,7 +186,14 @@ TEST_F(DirectSwitch, OutputsEqualTheResidentModelBitwise) {
   chaos.chaos_seed = seed;  // a missing wait shows as a wrong answer
   chaos.chaos_max_delay = std::chrono::microseconds(200);
   sim::configure(chaos);
-  for (const std::string arch : {"bert-tiny", "resnet18"}) {
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer sees the same streams and waits with either model; ResNet-18's 11.7M
+  // weights took it 20 s (the other builds run both).
+  const std::vector<std::string> archs = {"bert-tiny"};
+#else
+  const std::vector<std::string> archs = {"bert-tiny", "resnet18"};
+#endif
+  for (const std::string& arch : archs) {
     SCOPED_TRACE(arch);
     const ZooInputShape shape{1, 32, 8};  // small: the test runs under the sanitizers too
     ZooModel model = make_zoo_model(arch, seed, shape);
