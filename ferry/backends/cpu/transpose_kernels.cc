@@ -40,6 +40,8 @@ using Byte = unsigned char;
 // These two are defined below, per target (this file is compiled once for each).
 #undef FERRY_NATIVE_BF16_TILES
 #undef FERRY_PAIRED256_TILES
+#undef FERRY_PAIRED256_BYTE_TILES
+#undef FERRY_QUAD512_BYTE_TILES
 #undef FERRY_COPY16_TILES
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
 #define FERRY_CPU_TILES 1
@@ -332,35 +334,6 @@ struct Copy2PairedOp {
   }
 };
 
-// Bytes: one 16 x 16 tile in 8 paired vectors (row k in the lower 128 bits, row k + 8 in the
-// upper). The same three stages transpose each 8 x 8 byte square (one 64-bit quarter of a vector),
-// leaving in w[c] column c of rows 0-7, column c + 8 of rows 0-7, column c of rows 8-15, column
-// c + 8 of rows 8-15; one quarter permute makes the lower half dst row c and the upper half dst
-// row c + 8. A square AVX2 byte tile is 8 x 8 in 64-bit registers: 2.5x the instructions.
-struct Copy1PairedOp {
-  using D = hn::Full128<uint8_t>;  // 16 lanes: the tile's edge
-  static constexpr size_t kSrcSize = 1;
-  static constexpr size_t kDstSize = 1;
-  static HWY_INLINE void Tile(const Byte* src, int64_t src_stride, Byte* dst, int64_t dst_stride,
-                              bool stream) {
-    const hn::Full256<uint8_t> d;
-    const hn::Full128<uint8_t> dh;
-    hn::Vec<hn::Full256<uint8_t>> w[8];
-    Unrolled(std::make_index_sequence<8>(), [&](auto k) {
-      const Byte* row = src + static_cast<int64_t>(k()) * src_stride;
-      w[k()] = hn::Combine(d, hn::LoadU(dh, row + 8 * src_stride), hn::LoadU(dh, row));
-    });
-    TransposeStages<4>(d, w);
-    Unrolled(std::make_index_sequence<8>(), [&](auto k) {
-      constexpr auto c = static_cast<int64_t>(k());
-      const hn::Vec<hn::Full256<uint8_t>> v{
-          _mm256_permute4x64_epi64(w[c].raw, _MM_SHUFFLE(3, 1, 2, 0))};
-      Put(dh, hn::LowerHalf(dh, v), dst + c * dst_stride, stream);
-      Put(dh, hn::UpperHalf(dh, v), dst + (c + 8) * dst_stride, stream);
-    });
-  }
-};
-
 // float32 -> bfloat16 or half: each half reads 32 bytes of 16 src rows, converts rows k and
 // k + 8 into one paired vector, then transposes it as above. bfloat16 packs the two rows'
 // rounded 32-bit words with one VPACKUSDW (the words fit in 16 bits) and one lane permute, where
@@ -396,6 +369,86 @@ struct FromF32PairedOp {
 };
 #else
 #define FERRY_PAIRED256_TILES 0
+#endif
+
+#if HWY_ARCH_X86_64 && (HWY_TARGET == HWY_AVX2 || HWY_TARGET <= HWY_AVX3)
+#define FERRY_PAIRED256_BYTE_TILES 1
+// Bytes: one 16 x 16 tile in 8 paired vectors (row k in the lower 128 bits, row k + 8 in the
+// upper). The same three stages transpose each 8 x 8 byte square (one 64-bit quarter of a vector),
+// leaving in w[c] column c of rows 0-7, column c + 8 of rows 0-7, column c of rows 8-15, column
+// c + 8 of rows 8-15; one quarter permute makes the lower half dst row c and the upper half dst
+// row c + 8. A square AVX2 byte tile is 8 x 8 in 64-bit registers: 2.5x the instructions.
+struct Copy1PairedOp {
+  using D = hn::Full128<uint8_t>;  // 16 lanes: the tile's edge
+  static constexpr size_t kSrcSize = 1;
+  static constexpr size_t kDstSize = 1;
+  static HWY_INLINE void Tile(const Byte* src, int64_t src_stride, Byte* dst, int64_t dst_stride,
+                              bool stream) {
+    const hn::Full256<uint8_t> d;
+    const hn::Full128<uint8_t> dh;
+    hn::Vec<hn::Full256<uint8_t>> w[8];
+    Unrolled(std::make_index_sequence<8>(), [&](auto k) {
+      const Byte* row = src + static_cast<int64_t>(k()) * src_stride;
+      w[k()] = hn::Combine(d, hn::LoadU(dh, row + 8 * src_stride), hn::LoadU(dh, row));
+    });
+    TransposeStages<4>(d, w);
+    Unrolled(std::make_index_sequence<8>(), [&](auto k) {
+      constexpr auto c = static_cast<int64_t>(k());
+      const hn::Vec<hn::Full256<uint8_t>> v{
+          _mm256_permute4x64_epi64(w[c].raw, _MM_SHUFFLE(3, 1, 2, 0))};
+      Put(dh, hn::LowerHalf(dh, v), dst + c * dst_stride, stream);
+      Put(dh, hn::UpperHalf(dh, v), dst + (c + 8) * dst_stride, stream);
+    });
+  }
+};
+#else
+#define FERRY_PAIRED256_BYTE_TILES 0
+#endif
+
+#if HWY_TARGET <= HWY_AVX3 && HWY_ARCH_X86_64
+#define FERRY_QUAD512_BYTE_TILES 1
+// Bytes on AVX-512: one 16 x 16 tile in 4 vectors of four rows ("quad"): w[k] holds rows k,
+// k + 4, k + 8 and k + 12 in its 128-bit blocks 0-3. Two stages of in-block swaps exchange the
+// vector index with the column's low two bits: w[c] (c < 4), block b, dword q then holds rows
+// 4b to 4b + 3 of column 4q + c. One dword permute per vector gathers dword q of every block into
+// block q: dst row 4q + c. A third of the shuffles of the paired 256-bit tile above (which
+// itself did 2 8 x 8 squares' work with half those of 16 128-bit rows).
+struct Copy1QuadOp {
+  using D = hn::Full128<uint8_t>;  // 16 lanes: the tile's edge
+  static constexpr size_t kSrcSize = 1;
+  static constexpr size_t kDstSize = 1;
+  static HWY_INLINE void Tile(const Byte* src, int64_t src_stride, Byte* dst, int64_t dst_stride,
+                              bool stream) {
+    const hn::Full512<uint8_t> d;
+    const hn::Full128<uint8_t> dq;
+    hn::Vec<hn::Full512<uint8_t>> w[4];
+    Unrolled(std::make_index_sequence<4>(), [&](auto k) {
+      const Byte* row = src + static_cast<int64_t>(k()) * src_stride;
+      __m512i v = _mm512_castsi128_si512(hn::LoadU(dq, row).raw);
+      v = _mm512_inserti32x4(v, hn::LoadU(dq, row + 4 * src_stride).raw, 1);
+      v = _mm512_inserti32x4(v, hn::LoadU(dq, row + 8 * src_stride).raw, 2);
+      v = _mm512_inserti32x4(v, hn::LoadU(dq, row + 12 * src_stride).raw, 3);
+      w[k()] = hn::Vec<hn::Full512<uint8_t>>{v};
+    });
+    TransposeStages<2>(d, w);
+    // Result dword 4q + b <- dword 4b + q.
+    const __m512i gather = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    Unrolled(std::make_index_sequence<4>(), [&](auto k) {
+      constexpr auto c = static_cast<int64_t>(k());
+      const __m512i v = _mm512_permutexvar_epi32(gather, w[c].raw);
+      Put(dq, hn::Vec<hn::Full128<uint8_t>>{_mm512_castsi512_si128(v)}, dst + c * dst_stride,
+          stream);
+      Put(dq, hn::Vec<hn::Full128<uint8_t>>{_mm512_extracti32x4_epi32(v, 1)},
+          dst + (4 + c) * dst_stride, stream);
+      Put(dq, hn::Vec<hn::Full128<uint8_t>>{_mm512_extracti32x4_epi32(v, 2)},
+          dst + (8 + c) * dst_stride, stream);
+      Put(dq, hn::Vec<hn::Full128<uint8_t>>{_mm512_extracti32x4_epi32(v, 3)},
+          dst + (12 + c) * dst_stride, stream);
+    });
+  }
+};
+#else
+#define FERRY_QUAD512_BYTE_TILES 0
 #endif
 
 // One tile of op: its own routine if it has one (NativeBF16Op), else the generic one.
@@ -738,7 +791,9 @@ template <class R, class Fn>
 HWY_INLINE R VisitOp(TransposeOp op, R fallback, Fn&& fn) {
   switch (op) {
     case TransposeOp::kCopy1:
-#if FERRY_PAIRED256_TILES
+#if FERRY_QUAD512_BYTE_TILES
+      return fn.template operator()<Copy1QuadOp>();
+#elif FERRY_PAIRED256_BYTE_TILES
       return fn.template operator()<Copy1PairedOp>();
 #else
       return fn.template operator()<CopyOp<1>>();
