@@ -371,7 +371,7 @@ struct FromF32PairedOp {
 #define FERRY_PAIRED256_TILES 0
 #endif
 
-#if HWY_ARCH_X86_64 && (HWY_TARGET == HWY_AVX2 || HWY_TARGET <= HWY_AVX3)
+#if HWY_TARGET == HWY_AVX2
 #define FERRY_PAIRED256_BYTE_TILES 1
 // Bytes: one 16 x 16 tile in 8 paired vectors (row k in the lower 128 bits, row k + 8 in the
 // upper). The same three stages transpose each 8 x 8 byte square (one 64-bit quarter of a vector),
