@@ -448,11 +448,19 @@ Connection& EndpointState::admitted(PeerId peer) {
 }
 
 Connection& EndpointState::receivable(PeerId peer, uint64_t tag) {
-  auto it = connections_.find(peer);
-  if (it != connections_.end() && it->second->was_admitted &&
-      (it->second->phase != Phase::admitted || it->second->gone_since)) {
-    ucp_tag_recv_info_t info{};
-    if (ucp_tag_probe_nb(worker_, tag, kFullTagMask, 0, &info) != nullptr) return *it->second;
+  const auto departed = [&]() -> Connection* {
+    auto it = connections_.find(peer);
+    return it != connections_.end() && it->second->was_admitted &&
+                   (it->second->phase != Phase::admitted || it->second->gone_since)
+               ? it->second.get()
+               : nullptr;
+  };
+  if (departed() != nullptr) {
+    progress_locked();  // take in what the peer sent before it left
+    if (Connection* conn = departed(); conn != nullptr) {
+      ucp_tag_recv_info_t info{};
+      if (ucp_tag_probe_nb(worker_, tag, kFullTagMask, 0, &info) != nullptr) return *conn;
+    }
   }
   return admitted(peer);
 }

@@ -169,11 +169,14 @@ void EndpointState::shutdown() {
 }
 
 void EndpointState::progress_thread_main() {
+  uint64_t seen_waits = waits_ended.load();
   while (!stopping_) {
-    // A waiter drives progress: stay out of its way (and off the mutex) until none has waited
-    // for 2 ms. Waiters do not wake this thread when they leave; it looks again in 2 ms.
-    const auto since_wait = Clock::now() - Clock::time_point(Clock::duration(last_wait_end.load()));
-    if (waiters.load() > 0 || since_wait < std::chrono::milliseconds(2)) {
+    // A waiter drives progress: stay out of its way (and off the mutex) until no wait has run
+    // for a whole 2 ms period. Waiters do not wake this thread when they leave; it looks again
+    // in 2 ms.
+    const uint64_t ended = waits_ended.load(std::memory_order_relaxed);
+    if (waiters.load() > 0 || ended != seen_waits) {
+      seen_waits = ended;
       std::unique_lock<std::mutex> lock(park_mutex_);
       waiters_done_.wait_for(lock, std::chrono::milliseconds(2),
                              [this] { return stopping_.load(); });
@@ -391,10 +394,9 @@ void EndpointState::post_tag_send_rows(Operation& op, Connection& conn, uint64_t
 }
 
 void EndpointState::account_send(Operation& op, ucs_status_ptr_t request) {
+  if (request == nullptr) return;  // done at once (the caller completes the op when all are)
   ++op.outstanding;
-  if (request == nullptr) {  // done at once
-    completions.push_back({&op, nullptr, UCS_OK, 0});
-  } else if (UCS_PTR_IS_ERR(request)) {
+  if (UCS_PTR_IS_ERR(request)) {
     completions.push_back({&op, nullptr, UCS_PTR_STATUS(request), 0});
   } else {
     op.requests.push_back(request);

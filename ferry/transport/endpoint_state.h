@@ -167,8 +167,9 @@ class EndpointState {
   const std::string secret;
   mutable std::mutex mutex;
   std::atomic<int> waiters{0};
-  std::atomic<Clock::rep> last_wait_end{
-      0};  // when the last waiter left (the progress thread's cue)
+  // Waits that have ended (the progress thread's cue: it stays parked while this moves; a count,
+  // not a time, so that leaving a wait reads no clock).
+  std::atomic<uint64_t> waits_ended{0};
   std::optional<uint16_t> listening_port;
   SendStats send_stats;  // under the mutex
 
@@ -249,22 +250,25 @@ bool EndpointState::drive_until(Done done, Clock::time_point deadline) {
   struct Leave {
     EndpointState* s;
     ~Leave() {
-      s->last_wait_end.store(Clock::now().time_since_epoch().count());
+      s->waits_ended.fetch_add(1, std::memory_order_relaxed);
       s->waiters.fetch_sub(1);
     }
   } leave{this};
-  // Spin (UCX progress, no sleep) for the first 50 microseconds: a reply on a fast transport
-  // arrives within a few. Then sleep on the worker's event fd between rounds.
-  const auto spin_until = Clock::now() + std::chrono::microseconds(50);
+  // Spin (UCX progress, no sleep) for about the first 50 microseconds: a reply on a fast
+  // transport arrives within a few. Then sleep on the worker's event fd between rounds. The
+  // clock is first read after 8 rounds: a wait that ends sooner reads none.
+  Clock::time_point spin_until{};
   for (uint32_t round = 1;; ++round) {
     {
       std::lock_guard<std::mutex> lock(mutex);
+      if (round == 1 && done()) return true;  // a send that went at once
       progress_locked();
       if (done()) return true;
     }
     if (round % 8 != 0) continue;  // the clock is dear on some VMs: read it every 8th round
     const auto now = Clock::now();
     if (now >= deadline) return false;
+    if (round == 8) spin_until = now + std::chrono::microseconds(50);
     if (now >= spin_until) {
       sleep_on_worker(std::chrono::duration_cast<std::chrono::microseconds>(
           std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(1))));

@@ -131,6 +131,14 @@ void EndpointState::post_ready_sends_locked(Connection& conn) {
                     make_tag(conn.remote_id, h.seq, MessageKind::tensor_payload),
                     registration_locked(op->payload));
     }
+    // Every message went at once (an inline header on shared memory): done, no completion to
+    // wait for.
+    if (op->outstanding == 0 && op->status == OpStatus::pending) {
+      op->status = OpStatus::done;
+      op->payload = Tensor();
+      op->rows.clear();
+      live_.erase(op.get());
+    }
   }
 }
 
@@ -138,7 +146,7 @@ void EndpointState::post_ready_sends_locked(Connection& conn) {
 // itself when it is on the CPU in the sent layout, else a pinned or plain landing tensor), and
 // take the inline payload or post the payload's receive.
 void EndpointState::handle_header(Operation& op, size_t length) {
-  const std::string from = label(op.peer);
+  const auto from = [&] { return label(op.peer); };  // built only for an error's message
   const DecodedHeader decoded = decode_tensor_header(
       std::span<const std::byte>(op.header_buffer.get(), length), options.max_message_bytes, from);
   op.header = decoded.header;
@@ -147,10 +155,10 @@ void EndpointState::handle_header(Operation& op, size_t length) {
   if (op.into) {
     const Tensor& into = *op.into;
     FERRY_CHECK_AS(TransportError, into.scalar_type() == h.dtype, "transport: expected ",
-                   dtype_name(into.scalar_type()), " from ", from, " (tag ", op.tag, "), got ",
+                   dtype_name(into.scalar_type()), " from ", from(), " (tag ", op.tag, "), got ",
                    dtype_name(h.dtype));
     FERRY_CHECK_AS(TransportError, into.sizes() == IntArrayRef(h.sizes),
-                   "transport: expected sizes ", into.sizes(), " from ", from, " (tag ", op.tag,
+                   "transport: expected sizes ", into.sizes(), " from ", from(), " (tag ", op.tag,
                    "), got ", IntArrayRef(h.sizes));
     if (into.device().is_cpu() && same_layout(into, h)) {
       op.payload = into;
@@ -264,7 +272,6 @@ std::shared_ptr<Operation> start_recv(EndpointState& state, std::optional<Tensor
   op->header_capacity = kMaxHeaderBytes + state.options.inline_bytes;
   op->header_buffer.reset(new std::byte[op->header_capacity]);  // not zeroed: UCX fills it
   std::lock_guard<std::mutex> lock(state.mutex);
-  state.progress_locked();  // take in what has arrived
   state.receivable(peer, make_tag(peer, tag, MessageKind::tensor_header));
   state.track(op);
   state.post_tag_recv(*op, op->header_buffer.get(), op->header_capacity,

@@ -97,10 +97,10 @@ std::vector<std::byte> encode_tensor_header(const TensorHeader& header,
 }
 
 DecodedHeader decode_tensor_header(std::span<const std::byte> message, uint64_t max_payload_bytes,
-                                   const std::string& from) {
+                                   FunctionRef<std::string()> from) {
   if (message.size() < kHeaderFixedBytes) {
-    malformed(from, "expected at least " + std::to_string(kHeaderFixedBytes) + " bytes, got " +
-                        std::to_string(message.size()));
+    malformed(from(), "expected at least " + std::to_string(kHeaderFixedBytes) + " bytes, got " +
+                          std::to_string(message.size()));
   }
   Reader r(message);
   const auto magic = r.get<uint32_t>();
@@ -113,27 +113,27 @@ DecodedHeader decode_tensor_header(std::span<const std::byte> message, uint64_t 
   TensorHeader& h = out.header;
   h.seq = r.get<uint64_t>();
   h.payload_bytes = r.get<uint64_t>();
-  if (magic != kTensorMagic) malformed(from, "not a ferry tensor header (wrong magic number)");
+  if (magic != kTensorMagic) malformed(from(), "not a ferry tensor header (wrong magic number)");
   if (version != kWireVersion) {
-    malformed(from, "expected wire version " + std::to_string(kWireVersion) + ", got " +
-                        std::to_string(version));
+    malformed(from(), "expected wire version " + std::to_string(kWireVersion) + ", got " +
+                          std::to_string(version));
   }
   if (dtype >= kNumScalarTypes) {
-    malformed(from, "expected a dtype code below " + std::to_string(kNumScalarTypes) + ", got " +
-                        std::to_string(dtype));
+    malformed(from(), "expected a dtype code below " + std::to_string(kNumScalarTypes) + ", got " +
+                          std::to_string(dtype));
   }
   h.dtype = static_cast<ScalarType>(dtype);
   if (ndim > kMaxWireDims) {
-    malformed(from, "expected at most " + std::to_string(kMaxWireDims) + " dimensions, got " +
-                        std::to_string(ndim));
+    malformed(from(), "expected at most " + std::to_string(kMaxWireDims) + " dimensions, got " +
+                          std::to_string(ndim));
   }
-  if ((flags & ~kInlineFlag) != 0) malformed(from, "unknown flags " + std::to_string(flags));
+  if ((flags & ~kInlineFlag) != 0) malformed(from(), "unknown flags " + std::to_string(flags));
   h.payload_inline = (flags & kInlineFlag) != 0;
   const size_t header_bytes = encoded_header_bytes(ndim);
   if (message.size() < header_bytes) {
-    malformed(from, "expected " + std::to_string(header_bytes) + " bytes for " +
-                        std::to_string(ndim) + " dimensions, got " +
-                        std::to_string(message.size()));
+    malformed(from(), "expected " + std::to_string(header_bytes) + " bytes for " +
+                          std::to_string(ndim) + " dimensions, got " +
+                          std::to_string(message.size()));
   }
   h.sizes.resize(ndim);
   h.strides.resize(ndim);
@@ -141,33 +141,33 @@ DecodedHeader decode_tensor_header(std::span<const std::byte> message, uint64_t 
   for (auto& s : h.strides) s = r.get<int64_t>();
   uint64_t numel = 1;
   for (int64_t s : h.sizes) {
-    if (s < 0) malformed(from, "expected sizes >= 0, got " + std::to_string(s));
+    if (s < 0) malformed(from(), "expected sizes >= 0, got " + std::to_string(s));
     if (__builtin_mul_overflow(numel, static_cast<uint64_t>(s), &numel)) {
-      malformed(from, "the sizes' product overflows 64 bits");
+      malformed(from(), "the sizes' product overflows 64 bits");
     }
   }
   for (int64_t s : h.strides) {
-    if (s < 0) malformed(from, "expected strides >= 0, got " + std::to_string(s));
+    if (s < 0) malformed(from(), "expected strides >= 0, got " + std::to_string(s));
   }
   uint64_t bytes = 0;
   if (__builtin_mul_overflow(numel, static_cast<uint64_t>(element_size(h.dtype)), &bytes) ||
       bytes != h.payload_bytes) {
-    malformed(from, "expected a payload of " + std::to_string(numel) + " elements of " +
-                        std::string(dtype_name(h.dtype)) + ", got " +
-                        std::to_string(h.payload_bytes) + " bytes");
+    malformed(from(), "expected a payload of " + std::to_string(numel) + " elements of " +
+                          std::string(dtype_name(h.dtype)) + ", got " +
+                          std::to_string(h.payload_bytes) + " bytes");
   }
   if (h.payload_bytes > max_payload_bytes) {
-    malformed(from, "expected a payload of at most " + std::to_string(max_payload_bytes) +
-                        " bytes (EndpointOptions::max_message_bytes), got " +
-                        std::to_string(h.payload_bytes));
+    malformed(from(), "expected a payload of at most " + std::to_string(max_payload_bytes) +
+                          " bytes (EndpointOptions::max_message_bytes), got " +
+                          std::to_string(h.payload_bytes));
   }
   if (numel > 1 && !compute_non_overlapping_and_dense(h.sizes, h.strides)) {
-    malformed(from, "expected strides of a dense, non-overlapping layout, got other strides");
+    malformed(from(), "expected strides of a dense, non-overlapping layout, got other strides");
   }
   const size_t expected = header_bytes + (h.payload_inline ? h.payload_bytes : 0);
   if (message.size() != expected) {
-    malformed(from, "expected a message of " + std::to_string(expected) + " bytes, got " +
-                        std::to_string(message.size()));
+    malformed(from(), "expected a message of " + std::to_string(expected) + " bytes, got " +
+                          std::to_string(message.size()));
   }
   if (h.payload_inline) out.inline_payload = message.subspan(header_bytes, h.payload_bytes);
   return out;

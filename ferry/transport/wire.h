@@ -16,6 +16,7 @@
 
 #include "ferry/core/error.h"
 #include "ferry/core/scalar_type.h"
+#include "ferry/iter/function_ref.h"
 
 namespace ferry::transport {
 
@@ -73,8 +74,14 @@ struct DecodedHeader {
 };
 
 // Parses and validates a received header message. `from` names the sender in errors.
+// `from` names the sender in the error's message; it is called only to raise one (a receive's
+// label is a string built from the connection: not worth building for every header).
 DecodedHeader decode_tensor_header(std::span<const std::byte> message, uint64_t max_payload_bytes,
-                                   const std::string& from);
+                                   FunctionRef<std::string()> from);
+inline DecodedHeader decode_tensor_header(std::span<const std::byte> message,
+                                          uint64_t max_payload_bytes, const std::string& from) {
+  return decode_tensor_header(message, max_payload_bytes, [&] { return from; });
+}
 
 // --- handshake ----------------------------------------------------------------------------------
 // Three records over the connection's UCX stream before any tensor is accepted (docs/transport.md):
