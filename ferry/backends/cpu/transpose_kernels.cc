@@ -411,8 +411,9 @@ struct Copy1PairedOp {
 // k + 4, k + 8 and k + 12 in its 128-bit blocks 0-3. Two stages of in-block swaps exchange the
 // vector index with the column's low two bits: w[c] (c < 4), block b, dword q then holds rows
 // 4b to 4b + 3 of column 4q + c. One dword permute per vector gathers dword q of every block into
-// block q: dst row 4q + c. A third of the shuffles of the paired 256-bit tile above (which
-// itself did 2 8 x 8 squares' work with half those of 16 128-bit rows).
+// block q: dst row 4q + c. Two swap stages over 2 pairs of vectors and 4 permutes, where the
+// paired 256-bit tile takes three stages over 4 pairs and 8 permutes (and 16 128-bit rows four
+// stages over 8 pairs); the inserts and extracts that split rows over blocks are the price.
 struct Copy1QuadOp {
   using D = hn::Full128<uint8_t>;  // 16 lanes: the tile's edge
   static constexpr size_t kSrcSize = 1;
