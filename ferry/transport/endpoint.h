@@ -60,6 +60,10 @@ struct SendStats {
   uint64_t as_rows = 0;     // from the tensor's memory as a list of rows (UCX iov)
   uint64_t packed = 0;      // packed into a contiguous tensor first (copy engine)
   uint64_t staged = 0;      // device tensors copied into pinned memory first
+  // Of own_memory: small dense CPU tensors (at most 64 bytes, with their header within UCX's
+  // inline limit) that went in one UCX call completing at once, with no operation to track (their
+  // futures are ready on return).
+  uint64_t at_once = 0;
 };
 
 // What the endpoint's registration cache did (ucp_mem_map of pinned blocks, kept per block).

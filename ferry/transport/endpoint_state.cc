@@ -128,7 +128,7 @@ void EndpointState::shutdown() {
         disconnect_locked(*conn, "the endpoint was closed", /*orderly=*/true);
       }
     }
-    for (auto& [raw, op] : live_) {
+    for (const auto& op : live_ops_locked()) {
       if (op->status == OpStatus::pending) cancel_locked(*op, "transport: the endpoint was closed");
     }
     if (listener_ != nullptr) {
@@ -148,7 +148,7 @@ void EndpointState::shutdown() {
     std::lock_guard<std::mutex> lock(mutex);
     finish_flushes_locked(/*now=*/true);
   }
-  drive_until([this] { return closing_.empty() && live_.empty(); },
+  drive_until([this] { return closing_.empty() && live_head_ == nullptr; },
               Clock::now() + std::chrono::seconds(2));
   std::lock_guard<std::mutex> lock(mutex);
   for (void* request : closing_) ucp_request_free(request);
@@ -160,10 +160,10 @@ void EndpointState::shutdown() {
   worker_ = nullptr;
   cm_worker_ = nullptr;
   closed_ = true;
-  for (auto& [raw, op] : live_) {
+  for (const auto& op : live_ops_locked()) {
     if (op->status == OpStatus::pending) fail_locked(*op, "transport: the endpoint was closed");
+    untrack(*op);
   }
-  live_.clear();
   close(wake_pipe_[0]);
   close(wake_pipe_[1]);
 }
@@ -230,7 +230,8 @@ void EndpointState::progress_locked() {
   }
   if (cm) next_cm_progress_ = Clock::now() + std::chrono::milliseconds(1);
   for (int round = 0; round < 64; ++round) {
-    while (ucp_worker_progress(worker_) != 0) {
+    // Until the worker is idle, or a completion came (then it is handled before polling more).
+    while (ucp_worker_progress(worker_) != 0 && completions.empty()) {
     }
     if (cm) {
       while (ucp_worker_progress(cm_worker_) != 0) {
@@ -246,10 +247,13 @@ void EndpointState::progress_locked() {
     auto events = std::move(handshake_events);
     handshake_events.clear();
     for (const auto& e : events) handle_handshake_event(e);
-    // Completions before failures: what arrived before a peer left is delivered.
-    auto done = std::move(completions);
-    completions.clear();
+    // Completions before failures: what arrived before a peer left is delivered. The two
+    // vectors trade buffers, so that a round with completions allocates nothing.
+    std::vector<Completion> done = std::move(completions_spare_);
+    done.swap(completions);
     for (const auto& c : done) handle_completion(c);
+    done.clear();
+    completions_spare_ = std::move(done);
     if (!completions.empty()) continue;
     auto errors = std::move(ep_errors);
     ep_errors.clear();
@@ -275,12 +279,14 @@ void EndpointState::progress_locked() {
 void EndpointState::handle_completion(const Completion& c) {
   Operation& op = *c.op;
   if (c.request != nullptr) {
-    std::erase(op.requests, c.request);
+    if (void** it = std::find(op.requests.begin(), op.requests.end(), c.request);
+        it != op.requests.end()) {
+      op.requests.erase(it);
+    }
     ucp_request_free(c.request);
   }
   --op.outstanding;
-  const auto found = live_.find(&op);
-  const auto keep = found != live_.end() ? found->second : nullptr;  // op may go below
+  const std::shared_ptr<Operation> keep = op.self;  // untrack() below may drop the last owner
   if (op.status == OpStatus::pending) {
     if (c.status != UCS_OK) {
       std::string what = c.status == UCS_ERR_MESSAGE_TRUNCATED
@@ -290,7 +296,7 @@ void EndpointState::handle_completion(const Completion& c) {
       fail_locked(op, "transport: " + std::string(op.is_send ? "sending to " : "receiving from ") +
                           label(op.peer) + " (tag " + std::to_string(op.tag) + ") failed: " + what);
     } else if (op.is_send) {
-      if (op.outstanding == 0) op.status = OpStatus::done;
+      if (op.outstanding == 0) op.status.store(OpStatus::done, std::memory_order_release);
     } else if (!op.header_received) {
       op.header_received = true;
       try {
@@ -311,13 +317,56 @@ void EndpointState::handle_completion(const Completion& c) {
       }
     }
   }
-  if (op.outstanding == 0 && op.status != OpStatus::pending) live_.erase(&op);
+  if (op.outstanding == 0 && op.status != OpStatus::pending) untrack(op);
+}
+
+void EndpointState::track(const std::shared_ptr<Operation>& op) {
+  if (op->self) return;
+  op->self = op;
+  op->live_prev = nullptr;
+  op->live_next = live_head_;
+  if (live_head_ != nullptr) live_head_->live_prev = op.get();
+  live_head_ = op.get();
+}
+
+void EndpointState::untrack(Operation& op) {
+  if (!op.self) return;
+  if (op.live_prev != nullptr) {
+    op.live_prev->live_next = op.live_next;
+  } else {
+    live_head_ = op.live_next;
+  }
+  if (op.live_next != nullptr) op.live_next->live_prev = op.live_prev;
+  op.live_prev = op.live_next = nullptr;
+  const std::shared_ptr<Operation> last = std::move(op.self);  // op may be freed on return
+}
+
+std::vector<std::shared_ptr<Operation>> EndpointState::live_ops_locked() const {
+  std::vector<std::shared_ptr<Operation>> ops;
+  for (Operation* op = live_head_; op != nullptr; op = op->live_next) ops.push_back(op->self);
+  return ops;
+}
+
+std::unique_ptr<std::byte[]> EndpointState::take_header_buffer_locked() {
+  if (header_buffers_.empty()) {
+    return std::unique_ptr<std::byte[]>(new std::byte[kMaxHeaderBytes + options.inline_bytes]);
+  }
+  auto buffer = std::move(header_buffers_.back());
+  header_buffers_.pop_back();
+  return buffer;
+}
+
+void EndpointState::give_header_buffer_locked(std::unique_ptr<std::byte[]> buffer) {
+  constexpr size_t kKeptHeaderBuffers = 16;  // enough for a window of receives in flight
+  if (buffer && header_buffers_.size() < kKeptHeaderBuffers) {
+    header_buffers_.push_back(std::move(buffer));
+  }
 }
 
 void EndpointState::fail_locked(Operation& op, std::string message) {
   if (op.status != OpStatus::pending) return;
   op.error = std::move(message);
-  op.status = OpStatus::failed;
+  op.status.store(OpStatus::failed, std::memory_order_release);
 }
 
 void EndpointState::cancel_locked(Operation& op, std::string message) {
@@ -329,15 +378,13 @@ void EndpointState::cancel_locked(Operation& op, std::string message) {
       std::erase_if(it->second->unposted, [&](const auto& queued) { return queued.get() == &op; });
     }
   }
-  if (op.outstanding == 0) live_.erase(&op);
+  if (op.outstanding == 0) untrack(op);
 }
 
 void EndpointState::fail_peer_ops_locked(PeerId peer, const std::string& message) {
-  std::vector<Operation*> ops;
-  for (auto& [raw, op] : live_) {
-    if (op->peer == peer && op->status == OpStatus::pending) ops.push_back(raw);
+  for (const auto& op : live_ops_locked()) {
+    if (op->peer == peer && op->status == OpStatus::pending) cancel_locked(*op, message);
   }
-  for (Operation* op : ops) cancel_locked(*op, message);
 }
 
 void EndpointState::check_deadlines_locked() {
@@ -426,6 +473,8 @@ void EndpointState::post_tag_recv(Operation& op, void* data, size_t bytes, uint6
 }
 
 void wait_operation(EndpointState& state, Operation& op, std::chrono::milliseconds timeout) {
+  // A send that went at once is done before its wait: no lock, no progress.
+  if (op.status.load(std::memory_order_acquire) == OpStatus::done) return;
   const bool done =
       state.drive_until([&] { return op.status != OpStatus::pending; }, Clock::now() + timeout);
   if (!done) {
@@ -441,6 +490,7 @@ void wait_operation(EndpointState& state, Operation& op, std::chrono::millisecon
 }
 
 bool wait_operation_for(EndpointState& state, Operation& op, std::chrono::milliseconds timeout) {
+  if (op.status.load(std::memory_order_acquire) == OpStatus::done) return true;
   if (!state.drive_until([&] { return op.status != OpStatus::pending; }, Clock::now() + timeout)) {
     return false;
   }

@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ferry/core/small_vector.h"
 #include "ferry/core/tensor.h"
 #include "ferry/core/tensor_options.h"
 #include "ferry/device/event.h"
@@ -46,11 +47,13 @@ struct Operation {
   uint64_t tag = 0;
   std::atomic<OpStatus> status{OpStatus::pending};
   std::string error;
-  int outstanding = 0;          // UCX requests not yet completed
-  std::vector<void*> requests;  // those requests, for cancelling
+  int outstanding = 0;             // UCX requests not yet completed
+  SmallVector<void*, 2> requests;  // those requests, for cancelling
   // Held until UCX is done with them:
-  std::vector<std::byte> message;              // send: the header (+ inline payload)
-  std::unique_ptr<std::byte[]> header_buffer;  // recv: where the header lands (not zeroed)
+  std::vector<std::byte> message;              // send: the header (+ inline payload), when
+                                               // UCX did not take it at once
+  std::unique_ptr<std::byte[]> header_buffer;  // recv: where the header lands (not zeroed;
+                                               // from the endpoint's pool, returned to it)
   size_t header_capacity = 0;
   Tensor payload;                  // send: the bytes sent; recv: where they land
   std::vector<ucp_dt_iov_t> rows;  // send: payload's rows, when it goes as a list of them
@@ -64,6 +67,11 @@ struct Operation {
   std::optional<Stream> consumer;  // a device destination is written on this stream
   bool header_received = false;
   Tensor value;  // recv: the result
+  // While in flight, the endpoint's list of live operations holds the operation (EndpointState::
+  // track): a caller may drop its future while UCX still writes into the operation's buffers.
+  std::shared_ptr<Operation> self;
+  Operation* live_prev = nullptr;
+  Operation* live_next = nullptr;
 };
 
 enum class Phase { handshaking, admitted, failed, closed };
@@ -148,7 +156,16 @@ class EndpointState {
   // nullptr for memory of another kind. Under the mutex.
   ucp_mem_h registration_locked(const Tensor& t);
   RegistrationStats registration_stats() const;
-  void track(const std::shared_ptr<Operation>& op) { live_[op.get()] = op; }
+  // The list of operations in flight (intrusive, so that an operation costs no allocation to
+  // track): track() links `op` and keeps it alive, untrack() unlinks it (which may free it).
+  void track(const std::shared_ptr<Operation>& op);
+  void untrack(Operation& op);
+  // Header buffers of recv (kMaxHeaderBytes + inline_bytes each), reused from receive to receive.
+  std::unique_ptr<std::byte[]> take_header_buffer_locked();
+  void give_header_buffer_locked(std::unique_ptr<std::byte[]> buffer);
+  // The encoded header of the send being posted; it moves into the operation only when UCX keeps
+  // a pointer to it (a send that did not complete at once).
+  std::vector<std::byte> message_scratch;
 
   // Connections
   uint16_t listen(const std::string& host, uint16_t port);
@@ -162,6 +179,8 @@ class EndpointState {
 
   // Sends in order per peer: posts the queue's ready head(s).
   void post_ready_sends_locked(Connection& conn);
+  // Posts one send whose payload is ready (tracked while UCX still refers to it).
+  void post_send_locked(const std::shared_ptr<Operation>& op, Connection& conn);
 
   const EndpointOptions options;
   const std::string secret;
@@ -236,9 +255,12 @@ class EndpointState {
   std::map<PeerId, std::unique_ptr<Connection>> connections_;
   PeerId next_peer_ = 1;
   std::deque<PeerId> accept_queue_;
-  std::unordered_map<Operation*, std::shared_ptr<Operation>> live_;
-  std::vector<void*> closing_;         // ep close requests in flight
-  std::vector<Connection*> flushing_;  // orderly closes waiting for their flush
+  Operation* live_head_ = nullptr;                                  // track()
+  std::vector<std::shared_ptr<Operation>> live_ops_locked() const;  // a snapshot of the list
+  std::vector<std::unique_ptr<std::byte[]>> header_buffers_;
+  std::vector<Completion> completions_spare_;  // progress_locked swaps it with completions
+  std::vector<void*> closing_;                 // ep close requests in flight
+  std::vector<Connection*> flushing_;          // orderly closes waiting for their flush
 
   friend void wait_operation(EndpointState&, Operation&, std::chrono::milliseconds);
   friend bool poll_operation(EndpointState&, Operation&);

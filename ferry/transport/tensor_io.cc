@@ -1,6 +1,7 @@
 // Tensors over a transport connection: what a send puts on the wire (a header, the payload inline
 // or as a second message), staging of device tensors through pinned memory in stream order, and
 // where a received payload lands (see endpoint_state.h, docs/transport.md).
+#include <algorithm>
 #include <cstring>
 
 #include "ferry/device/guard.h"
@@ -9,6 +10,11 @@
 
 namespace ferry::transport::detail {
 namespace {
+
+// The largest payload the small-tensor path (send_at_once) tries: with a header of one to four
+// dimensions (48-96 bytes), about what UCX's transports send inline; a larger message fails the
+// attempt at once and goes the ordinary way.
+constexpr uint64_t kAtOnceBytes = 64;
 
 std::span<const std::byte> bytes_of(const Tensor& t, uint64_t nbytes) {
   return {static_cast<const std::byte*>(t.data_ptr()), static_cast<size_t>(nbytes)};
@@ -112,33 +118,45 @@ void EndpointState::post_ready_sends_locked(Connection& conn) {
     auto op = conn.unposted.front();
     if (op->staged && !op->staged->query()) return;
     conn.unposted.pop_front();
-    op->staged.reset();
-    op->source = Tensor();
-    TensorHeader& h = op->header;
-    h.payload_inline = h.payload_bytes <= options.inline_bytes;
-    if (h.payload_inline) {
-      op->message = encode_tensor_header(h, bytes_of(op->payload, h.payload_bytes));
-      op->payload = Tensor();  // its bytes are in the message
-    } else {
-      op->message = encode_tensor_header(h);
-    }
-    post_tag_send(*op, conn, op->message.data(), op->message.size(),
-                  make_tag(conn.remote_id, op->tag, MessageKind::tensor_header));
-    if (!h.payload_inline && !op->rows.empty()) {
-      post_tag_send_rows(*op, conn, make_tag(conn.remote_id, h.seq, MessageKind::tensor_payload));
-    } else if (!h.payload_inline) {
-      post_tag_send(*op, conn, op->payload.data_ptr(), h.payload_bytes,
-                    make_tag(conn.remote_id, h.seq, MessageKind::tensor_payload),
-                    registration_locked(op->payload));
-    }
-    // Every message went at once (an inline header on shared memory): done, no completion to
-    // wait for.
-    if (op->outstanding == 0 && op->status == OpStatus::pending) {
-      op->status = OpStatus::done;
-      op->payload = Tensor();
-      op->rows.clear();
-      live_.erase(op.get());
-    }
+    post_send_locked(op, conn);
+  }
+}
+
+// Puts one send whose payload is ready on the wire: its header (with the payload inline when
+// small), then the payload as a second message or as a list of rows.
+void EndpointState::post_send_locked(const std::shared_ptr<Operation>& op, Connection& conn) {
+  op->staged.reset();
+  op->source = Tensor();
+  TensorHeader& h = op->header;
+  h.payload_inline = h.payload_bytes <= options.inline_bytes;
+  if (h.payload_inline) {
+    encode_tensor_header(h, bytes_of(op->payload, h.payload_bytes), message_scratch);
+    op->payload = Tensor();  // its bytes are in the message
+  } else {
+    encode_tensor_header(h, {}, message_scratch);
+  }
+  const int before = op->outstanding;
+  post_tag_send(*op, conn, message_scratch.data(), message_scratch.size(),
+                make_tag(conn.remote_id, op->tag, MessageKind::tensor_header));
+  // UCX keeps a pointer to the message until the send completes: the operation keeps it (the
+  // bytes do not move with the vector). A message sent at once leaves the buffer for the next.
+  if (op->outstanding != before) op->message = std::exchange(message_scratch, {});
+  if (!h.payload_inline && !op->rows.empty()) {
+    post_tag_send_rows(*op, conn, make_tag(conn.remote_id, h.seq, MessageKind::tensor_payload));
+  } else if (!h.payload_inline) {
+    post_tag_send(*op, conn, op->payload.data_ptr(), h.payload_bytes,
+                  make_tag(conn.remote_id, h.seq, MessageKind::tensor_payload),
+                  registration_locked(op->payload));
+  }
+  if (op->outstanding == 0 && op->status == OpStatus::pending) {
+    // Every message went at once (an inline header on shared memory): done, with no completion
+    // to wait for and nothing for UCX to hold.
+    op->status.store(OpStatus::done, std::memory_order_release);
+    op->payload = Tensor();
+    op->rows.clear();
+    untrack(*op);
+  } else {
+    track(op);  // UCX's callbacks refer to it until the last completes
   }
 }
 
@@ -147,9 +165,9 @@ void EndpointState::post_ready_sends_locked(Connection& conn) {
 // take the inline payload or post the payload's receive.
 void EndpointState::handle_header(Operation& op, size_t length) {
   const auto from = [&] { return label(op.peer); };  // built only for an error's message
-  const DecodedHeader decoded = decode_tensor_header(
+  DecodedHeader decoded = decode_tensor_header(
       std::span<const std::byte>(op.header_buffer.get(), length), options.max_message_bytes, from);
-  op.header = decoded.header;
+  op.header = std::move(decoded.header);
   const TensorHeader& h = op.header;
   const TensorOptions sent(h.dtype);
   if (op.into) {
@@ -178,11 +196,11 @@ void EndpointState::handle_header(Operation& op, size_t length) {
     if (h.payload_bytes > 0) {
       std::memcpy(op.payload.data_ptr(), decoded.inline_payload.data(), h.payload_bytes);
     }
-    op.header_buffer.reset();
+    give_header_buffer_locked(std::move(op.header_buffer));
     finish_recv(op);
     return;
   }
-  op.header_buffer.reset();
+  give_header_buffer_locked(std::move(op.header_buffer));
   post_tag_recv(op, op.payload.data_ptr(), h.payload_bytes,
                 make_tag(op.peer, h.seq, MessageKind::tensor_payload),
                 registration_locked(op.payload));
@@ -214,7 +232,7 @@ void EndpointState::finish_recv(Operation& op) {
     op.value = dtype != op.header.dtype ? op.payload.to(dtype) : op.payload;
   }
   op.payload = Tensor();
-  op.status = OpStatus::done;
+  op.status.store(OpStatus::done, std::memory_order_release);
 }
 
 // A new send or receive with `peer` under `tag` (checked).
@@ -230,8 +248,59 @@ std::shared_ptr<Operation> new_operation(EndpointState& state, bool is_send, Pee
   return op;
 }
 
+// Every send that went at once shares this operation: done, holding nothing.
+const std::shared_ptr<Operation>& sent_at_once() {
+  static const std::shared_ptr<Operation> done = [] {
+    auto op = std::make_shared<Operation>();
+    op->is_send = true;
+    op->status = OpStatus::done;
+    return op;
+  }();
+  return done;
+}
+
+// The small-tensor path: a dense CPU tensor small enough to travel inside its header, to a peer
+// with no send queued ahead, goes in one UCX call that must complete at once (UCX copies it), with
+// no operation of its own. False when UCX could not take it at once: the caller sends it the
+// ordinary way.
+bool send_at_once(EndpointState& state, const Tensor& tensor, PeerId peer, uint64_t tag) {
+  TensorHeader h;
+  h.dtype = tensor.scalar_type();
+  h.sizes = tensor.sizes();
+  h.strides = tensor.strides();
+  h.payload_bytes = static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
+  h.payload_inline = true;
+  std::lock_guard<std::mutex> lock(state.mutex);
+  Connection& conn = state.admitted(peer);
+  if (!conn.unposted.empty()) return false;  // in order behind a staged send
+  h.seq = conn.next_seq;
+  encode_tensor_header(h, bytes_of(tensor, h.payload_bytes), state.message_scratch);
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+  const ucs_status_ptr_t status =
+      ucp_tag_send_nbx(conn.data_ep, state.message_scratch.data(), state.message_scratch.size(),
+                       make_tag(conn.remote_id, tag, MessageKind::tensor_header), &param);
+  // UCS_ERR_NO_RESOURCE: UCX could not send it inline (a header and payload past the transport's
+  // inline limit, 93 bytes on shared memory; a connection still wiring up; a full queue), or an
+  // error, which the ordinary path reports. Nothing was sent.
+  if (status != nullptr) return false;
+  ++conn.next_seq;
+  ++state.send_stats.own_memory;
+  ++state.send_stats.at_once;
+  return true;
+}
+
 std::shared_ptr<Operation> start_send(EndpointState& state, const Tensor& tensor, PeerId peer,
                                       uint64_t tag) {
+  FERRY_CHECK_AS(TransportError, tag <= kMaxUserTag, "transport: expected a tag below 2^",
+                 kFieldBits, ", got ", tag);
+  if (tensor.defined() && tensor.device().is_cpu() && tensor.dim() <= kMaxWireDims) {
+    const uint64_t bytes = static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
+    if (bytes <= std::min<uint64_t>(kAtOnceBytes, state.options.inline_bytes) &&
+        tensor.is_non_overlapping_and_dense() && send_at_once(state, tensor, peer, tag)) {
+      return sent_at_once();
+    }
+  }
   auto op = new_operation(state, /*is_send=*/true, peer, tag);
   bool rows_allowed = false;
   if (tensor.defined() && tensor.device().is_cpu() && state.options.row_send_min_bytes > 0 &&
@@ -248,10 +317,16 @@ std::shared_ptr<Operation> start_send(EndpointState& state, const Tensor& tensor
                                                    : counts.packed);
   Connection& conn = state.admitted(peer);
   op->header.seq = conn.next_seq++;
-  state.track(op);
-  conn.unposted.push_back(op);
-  state.post_ready_sends_locked(conn);
-  state.progress_locked();
+  if (conn.unposted.empty() && !op->staged) {
+    state.post_send_locked(op, conn);  // nothing ahead of it: straight onto the wire
+  } else {
+    state.track(op);
+    conn.unposted.push_back(op);
+    state.post_ready_sends_locked(conn);
+  }
+  // A send still in flight gets one round of progress now (a rendezvous starts); one that went at
+  // once needs none.
+  if (op->status == OpStatus::pending) state.progress_locked();
   return op;
 }
 
@@ -270,13 +345,14 @@ std::shared_ptr<Operation> start_recv(EndpointState& state, std::optional<Tensor
   op->into = std::move(into);
   op->options = options;
   op->header_capacity = kMaxHeaderBytes + state.options.inline_bytes;
-  op->header_buffer.reset(new std::byte[op->header_capacity]);  // not zeroed: UCX fills it
   std::lock_guard<std::mutex> lock(state.mutex);
   state.receivable(peer, make_tag(peer, tag, MessageKind::tensor_header));
+  op->header_buffer = state.take_header_buffer_locked();  // not zeroed: UCX fills it
   state.track(op);
+  // No progress here: UCX matches the receive against what already arrived when it is posted,
+  // and the wait (or the progress thread) delivers it.
   state.post_tag_recv(*op, op->header_buffer.get(), op->header_capacity,
                       make_tag(peer, tag, MessageKind::tensor_header));
-  state.progress_locked();
   return op;
 }
 

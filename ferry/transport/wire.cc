@@ -68,6 +68,13 @@ size_t encoded_header_bytes(size_t ndim) { return kHeaderFixedBytes + 16 * ndim;
 
 std::vector<std::byte> encode_tensor_header(const TensorHeader& header,
                                             std::span<const std::byte> inline_payload) {
+  std::vector<std::byte> out;
+  encode_tensor_header(header, inline_payload, out);
+  return out;
+}
+
+void encode_tensor_header(const TensorHeader& header, std::span<const std::byte> inline_payload,
+                          std::vector<std::byte>& out) {
   FERRY_CHECK_AS(TransportError, header.sizes.size() == header.strides.size(),
                  "transport: a header needs one stride per size, but got ", header.sizes.size(),
                  " sizes and ", header.strides.size(), " strides");
@@ -79,8 +86,7 @@ std::vector<std::byte> encode_tensor_header(const TensorHeader& header,
                  "transport: an inline payload of ", header.payload_bytes, " bytes was announced, ",
                  "but ", inline_payload.size(), " were given");
   const size_t ndim = header.sizes.size();
-  std::vector<std::byte> out(encoded_header_bytes(ndim) +
-                             (header.payload_inline ? inline_payload.size() : 0));
+  out.resize(encoded_header_bytes(ndim) + (header.payload_inline ? inline_payload.size() : 0));
   Writer w(out.data());
   w.put<uint32_t>(kTensorMagic);
   w.put<uint16_t>(kWireVersion);
@@ -93,7 +99,6 @@ std::vector<std::byte> encode_tensor_header(const TensorHeader& header,
   for (int64_t s : header.sizes) w.put<int64_t>(s);
   for (int64_t s : header.strides) w.put<int64_t>(s);
   if (header.payload_inline) w.put_bytes(inline_payload.data(), inline_payload.size());
-  return out;
 }
 
 DecodedHeader decode_tensor_header(std::span<const std::byte> message, uint64_t max_payload_bytes,

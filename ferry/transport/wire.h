@@ -16,6 +16,7 @@
 
 #include "ferry/core/error.h"
 #include "ferry/core/scalar_type.h"
+#include "ferry/core/small_vector.h"
 #include "ferry/iter/function_ref.h"
 
 namespace ferry::transport {
@@ -55,9 +56,9 @@ inline constexpr size_t kMaxHeaderBytes = kHeaderFixedBytes + 16 * kMaxWireDims;
 
 struct TensorHeader {
   ScalarType dtype = ScalarType::Float32;
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;  // in elements; a non-overlapping, dense layout
-  uint64_t seq = 0;              // the payload message's tag field when not inline
+  DimVector sizes;    // inline up to kInlineDims: a header of an ordinary tensor allocates nothing
+  DimVector strides;  // in elements; a non-overlapping, dense layout
+  uint64_t seq = 0;   // the payload message's tag field when not inline
   uint64_t payload_bytes = 0;
   bool payload_inline = false;  // the payload follows the header in the same message
 };
@@ -66,6 +67,10 @@ struct TensorHeader {
 // must then be header.payload_bytes).
 std::vector<std::byte> encode_tensor_header(const TensorHeader& header,
                                             std::span<const std::byte> inline_payload = {});
+// The same, written over `out` (resized; its capacity is kept, so a buffer reused from send to
+// send allocates only when a header outgrows it).
+void encode_tensor_header(const TensorHeader& header, std::span<const std::byte> inline_payload,
+                          std::vector<std::byte>& out);
 size_t encoded_header_bytes(size_t ndim);
 
 struct DecodedHeader {

@@ -310,6 +310,62 @@ TEST(TransportEndpoint, OrderIsKeptPerTagAcrossInterleavedTagsAndSizes) {
   for (auto& s : sends) s.wait();
 }
 
+// The small-tensor path: a dense CPU tensor of at most 64 bytes goes in one UCX call and its
+// future is ready on return (when the header and payload fit UCX's inline protocol, 93 bytes on
+// shared memory, and UCX has wired the connection up: a few tensors have crossed),
+// unless a staged device send to the same peer is still queued ahead of it; then it waits its
+// turn, and the receiver sees every tensor in send order.
+TEST(TransportEndpoint, SmallSendsGoAtOnceButNeverOvertakeAStagedSend) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  Generator gen(ferry::testing::test_seed());
+  for (const char* tls : {"sm,tcp", "tcp"}) {
+    SCOPED_TRACE(std::string("UCX_TLS=") + tls);
+    ScopedTls scoped(tls);
+    ChaosScope chaos;
+    Pair p = connect_pair();
+    for (int i = 0; i < 3; ++i) {  // wire-up
+      p.client->send(arange(1000, kFloat32), p.client_to_server, 6).wait();
+      p.server->recv(p.server_to_client, 6).wait();
+    }
+    EXPECT_EQ(p.client->send_stats().at_once, 0u);
+    const Tensor small = randn({2}, kFloat32, &gen);  // 8 bytes: 56 with its header
+    auto first = p.client->send(small, p.client_to_server, 7);
+    EXPECT_TRUE(first.ready());
+    EXPECT_EQ(p.client->send_stats().at_once, 1u);
+    const Tensor got_first = p.server->recv(p.server_to_client, 7).get();
+    EXPECT_EQ(got_first.sizes(), small.sizes());
+    expect_same(got_first, small);
+    // 65 bytes, and a strided 32: the ordinary path.
+    p.client->send(full({65}, Scalar(int64_t{3}), kInt8), p.client_to_server, 8).wait();
+    p.client->send(randn({4, 8}, kFloat32, &gen).narrow(1, 0, 2), p.client_to_server, 8).wait();
+    EXPECT_EQ(p.client->send_stats().at_once, 1u);
+    p.server->recv(p.server_to_client, 8).wait();
+    p.server->recv(p.server_to_client, 8).wait();
+    for (int round = 0; round < 5; ++round) {
+      SCOPED_TRACE("round " + std::to_string(round));
+      // Produced by a chain of kernels on sim:0's stream: its staged copy may still be pending
+      // when the small sends below are made.
+      Tensor big = randn({200000}, kFloat32, &gen).to(Device("sim:0"));
+      for (int i = 0; i < 4; ++i) big = big.mul(1.5).add(0.25);
+      std::vector<Tensor> sent = {big};
+      std::vector<Future<void>> sends = {p.client->send(big, p.client_to_server, 9)};
+      for (int i = 0; i < 3; ++i) {
+        sent.push_back(full({2}, Scalar(double(round * 10 + i)), kFloat64));
+        sends.push_back(p.client->send(sent.back(), p.client_to_server, 9));
+      }
+      for (const Tensor& expected : sent) {
+        const Tensor got = p.server->recv(p.server_to_client, 9).get();
+        ASSERT_EQ(got.sizes(), expected.sizes());
+        expect_same(got, expected);
+      }
+      for (auto& s : sends) s.wait();
+    }
+    // The small path checks what the ordinary one does.
+    EXPECT_THROW(p.client->send(small, p.client_to_server, kMaxUserTag + 1), TransportError);
+    EXPECT_THROW(p.client->send(small, 12345, 1), TransportError);
+  }
+}
+
 TEST(TransportEndpoint, AWrongSecretIsRefusedAndNothingIsAccepted) {
   EndpointOptions server_options = options_named("server", 2s);
   EndpointOptions client_options = options_named("client", 2s);
