@@ -118,10 +118,11 @@ std::vector<double> ping_pong_blocks(Endpoint& ep, PeerId peer, int64_t n, int b
   for (int b = 0; b < blocks; ++b) {
     ms.push_back(time_ms([&] {
       for (int64_t i = 0; i < n; ++i) {
+        // tag_lat's order: send, then post the receive (the reply cannot arrive sooner than a
+        // round trip; a reply that did would wait in UCX's unexpected queue).
         const auto t0 = BenchClock::now();
-        const Future<Tensor> reply = ep.recv(pong, peer, kPingTag);
         settle(ep.send(ping, peer, kPingTag));
-        settle(reply);
+        settle(ep.recv(pong, peer, kPingTag));
         half_us[static_cast<size_t>(i)] =
             std::chrono::duration<double, std::micro>(BenchClock::now() - t0).count() / 2.0;
       }
@@ -194,14 +195,12 @@ std::vector<std::string> peer_command(uint16_t port, const TransportBenchOptions
 }
 
 void serve_ping_pong(Endpoint& ep, PeerId peer, int64_t total) {
-  // Two buffers: the next ping's receive is posted before this one's echo is sent.
-  Tensor buffers[2] = {empty({2}, TensorOptions(kFloat)), empty({2}, TensorOptions(kFloat))};
-  Future<Tensor> next = ep.recv(buffers[0], peer, kPingTag);
+  // As tag_lat's server: receive, echo, and only then post the next receive.
+  const Tensor buffer = empty({2}, TensorOptions(kFloat));
   for (int64_t i = 0; i < total; ++i) {
-    settle(next);
-    const Tensor got = next.get();
-    if (i + 1 < total) next = ep.recv(buffers[(i + 1) % 2], peer, kPingTag);
-    settle(ep.send(got, peer, kPingTag));
+    const Future<Tensor> ping = ep.recv(buffer, peer, kPingTag);
+    settle(ping);
+    settle(ep.send(ping.get(), peer, kPingTag));
   }
 }
 
