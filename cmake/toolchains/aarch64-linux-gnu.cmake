@@ -20,5 +20,9 @@ endif()
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_IGNORE_PATH /usr/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu/cmake)
 
-# ctest runs the test binaries through qemu, with the arm64 loader and libraries.
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/usr/aarch64-linux-gnu)
+# ctest runs the test binaries through qemu, with the loader of the multiarch libc6:arm64 (in
+# /lib, beside the libc.so.6 the binaries load from /lib/aarch64-linux-gnu). Not the cross
+# toolchain's copy under /usr/aarch64-linux-gnu: that one is another build of glibc (2.36-8cross1
+# against 2.36-9+deb12u14), whose ld.so and the multiarch libc.so.6 disagree on the loader's
+# shared state, and the first pthread_create then loops forever over a list it misreads.
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/)
