@@ -99,79 +99,118 @@ using acc_t = std::conditional_t<std::is_floating_point_v<T> || std::is_same_v<T
                                      std::is_same_v<T, BFloat16>,
                                  double, int64_t>;
 
-template <typename In, typename Out>
-void reduce_typed(const Tensor& out, const Tensor& input, const ReducePlan& p, ReduceKind kind) {
-  const In* in = static_cast<const In*>(input.data_ptr());
-  Out* o = static_cast<Out*>(out.data_ptr());
-  using Acc = acc_t<In>;
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(p.reduced, 1));
-  parallel_for(0, p.outputs, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      int64_t in_off = 0, out_off = 0;
-      kept_offsets(p, i, &in_off, &out_off);
-      const In* base = in + in_off;
-      switch (kind) {
-        case ReduceKind::Sum:
-        case ReduceKind::Mean: {
-          Acc acc = 0;
-          walk_reduced(p, base, [&](In v) { acc = wrapping_add(acc, static_cast<Acc>(v)); });
-          if (kind == ReduceKind::Mean) {
-            o[out_off] =
-                convert_value<Out>(static_cast<double>(acc) / static_cast<double>(p.reduced));
-          } else {
-            o[out_off] = convert_value<Out>(acc);
-          }
-          break;
-        }
-        case ReduceKind::Amax: {
-          Acc best = 0;
-          bool first = true;
-          walk_reduced(p, base, [&](In v) {
-            const auto x = static_cast<Acc>(v);
-            if constexpr (std::is_floating_point_v<Acc>) {
-              if (std::isnan(best)) return;
-              if (first || std::isnan(x) || x > best) best = x;
-            } else {
-              if (first || x > best) best = x;
-            }
-            first = false;
-          });
-          o[out_off] = convert_value<Out>(best);
-          break;
-        }
-        case ReduceKind::Argmax: {
-          Acc best = 0;
-          int64_t best_index = 0, index = 0;
-          bool done = false;
-          walk_reduced(p, base, [&](In v) {
-            const auto x = static_cast<Acc>(v);
-            if (!done) {
-              bool take = index == 0 || x > best;
-              if constexpr (std::is_floating_point_v<Acc>) {
-                if (std::isnan(x)) {
-                  take = true;
-                  done = true;  // the first NaN is the maximum
-                }
-              }
-              if (take) {
-                best = x;
-                best_index = index;
-              }
-            }
-            ++index;
-          });
-          o[out_off] = convert_value<Out>(best_index);
-          break;
-        }
-      }
-    }
-  });
-}
-
 template <typename T>
 constexpr bool is_real_non_fp8_v =
     !std::is_same_v<T, std::complex<float>> && !std::is_same_v<T, std::complex<double>> &&
     !std::is_same_v<T, Float8_e4m3fn> && !std::is_same_v<T, Float8_e5m2>;
+
+// Writes n reduced values (accumulator, mean or index type V) to the output elements at `offsets`
+// (elements), converting to the output dtype as the typed loop did. The walk is instantiated per
+// input dtype and the store per output dtype, not per pair: 12 walks and 24 stores
+// instead of 144 walks.
+template <typename V>
+using StoreValues = void (*)(void* out, const int64_t* offsets, const V* values, int64_t n);
+
+template <typename Out, typename V>
+void store_values(void* out, const int64_t* offsets, const V* values, int64_t n) {
+  Out* o = static_cast<Out*>(out);
+  for (int64_t i = 0; i < n; ++i) o[offsets[i]] = convert_value<Out>(values[i]);
+}
+
+template <typename V>
+StoreValues<V> store_for(ScalarType out_dtype) {
+  return visit_dtype(out_dtype, [&]<typename Out>() -> StoreValues<V> {
+    if constexpr (!is_real_non_fp8_v<Out>) {
+      FERRY_FAIL_AS(DTypeError, "reduce: expected a real output dtype, but got ", out_dtype);
+    } else {
+      return &store_values<Out, V>;
+    }
+  });
+}
+
+// The reduced value of one output: the accumulator for sum and amax, the mean in double, the
+// index for argmax; results go out in blocks through the output dtype's store.
+template <typename In>
+void reduce_typed(const Tensor& out, const Tensor& input, const ReducePlan& p, ReduceKind kind) {
+  using Acc = acc_t<In>;
+  const In* in = static_cast<const In*>(input.data_ptr());
+  void* o = out.data_ptr();
+  // Mean divides in double; argmax stores an int64 index (its output is int64).
+  const StoreValues<Acc> store_acc = store_for<Acc>(out.dtype());
+  const StoreValues<double> store_mean = store_for<double>(out.dtype());
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(p.reduced, 1));
+  parallel_for(0, p.outputs, grain, [&](int64_t begin, int64_t end) {
+    constexpr int64_t kBlock = 256;
+    int64_t offsets[kBlock];
+    Acc values[kBlock];
+    double means[kBlock];
+    for (int64_t block = begin; block < end; block += kBlock) {
+      const int64_t n = std::min(kBlock, end - block);
+      for (int64_t k = 0; k < n; ++k) {
+        int64_t in_off = 0;
+        kept_offsets(p, block + k, &in_off, &offsets[k]);
+        const In* base = in + in_off;
+        switch (kind) {
+          case ReduceKind::Sum:
+          case ReduceKind::Mean: {
+            Acc acc = 0;
+            walk_reduced(p, base, [&](In v) { acc = wrapping_add(acc, static_cast<Acc>(v)); });
+            values[k] = acc;
+            if (kind == ReduceKind::Mean) {
+              means[k] = static_cast<double>(acc) / static_cast<double>(p.reduced);
+            }
+            break;
+          }
+          case ReduceKind::Amax: {
+            Acc best = 0;
+            bool first = true;
+            walk_reduced(p, base, [&](In v) {
+              const auto x = static_cast<Acc>(v);
+              if constexpr (std::is_floating_point_v<Acc>) {
+                if (std::isnan(best)) return;
+                if (first || std::isnan(x) || x > best) best = x;
+              } else {
+                if (first || x > best) best = x;
+              }
+              first = false;
+            });
+            values[k] = best;
+            break;
+          }
+          case ReduceKind::Argmax: {
+            Acc best = 0;
+            int64_t best_index = 0, index = 0;
+            bool done = false;
+            walk_reduced(p, base, [&](In v) {
+              const auto x = static_cast<Acc>(v);
+              if (!done) {
+                bool take = index == 0 || x > best;
+                if constexpr (std::is_floating_point_v<Acc>) {
+                  if (std::isnan(x)) {
+                    take = true;
+                    done = true;  // the first NaN is the maximum
+                  }
+                }
+                if (take) {
+                  best = x;
+                  best_index = index;
+                }
+              }
+              ++index;
+            });
+            static_cast<int64_t*>(o)[offsets[k]] = best_index;  // checked: an int64 output
+            break;
+          }
+        }
+      }
+      if (kind == ReduceKind::Mean) {
+        store_mean(o, offsets, means, n);
+      } else if (kind != ReduceKind::Argmax) {
+        store_acc(o, offsets, values, n);
+      }
+    }
+  });
+}
 
 }  // namespace
 
@@ -190,13 +229,7 @@ void reduce(const Tensor& out, const Tensor& input, const std::vector<int64_t>& 
     if constexpr (!is_real_non_fp8_v<In>) {
       FERRY_FAIL_AS(DTypeError, "reduce: expected a real dtype, but got ", input.dtype());
     } else {
-      visit_dtype(out.dtype(), [&]<typename Out>() {
-        if constexpr (!is_real_non_fp8_v<Out>) {
-          FERRY_FAIL_AS(DTypeError, "reduce: expected a real output dtype, but got ", out.dtype());
-        } else {
-          reduce_typed<In, Out>(out, input, plan, kind);
-        }
-      });
+      reduce_typed<In>(out, input, plan, kind);
     }
   });
 }
