@@ -44,31 +44,56 @@ void unary_loop(const TensorIterator& iter, F f) {
   });
 }
 
-// out[i] = f(a[i], b[i]); either input may be broadcast (stride 0) along the inner loop.
+// One row of out[i] = f(a[i], b[i]) (byte strides); either input may be broadcast (stride 0).
+// Not inlined: the tensor-tensor loop and both tensor-scalar loops share this one copy per
+// (types, f), which keeps the kernel's compile time in check (the scalar forms once had loops of
+// their own: 40% of this file's compile time).
+template <typename Out, typename In, typename F>
+[[gnu::noinline]] void binary_row(char* out, const char* pa, const char* pb, int64_t n0, int64_t so,
+                                  int64_t sa, int64_t sb, const F& f) {
+  auto* o = reinterpret_cast<Out*>(out);
+  const auto* a = reinterpret_cast<const In*>(pa);
+  const auto* b = reinterpret_cast<const In*>(pb);
+  if (so == sizeof(Out) && sa == sizeof(In) && sb == sizeof(In)) {
+    for (int64_t i = 0; i < n0; ++i) o[i] = static_cast<Out>(f(a[i], b[i]));
+  } else if (so == sizeof(Out) && sa == sizeof(In) && sb == 0) {
+    const In bv = *b;
+    for (int64_t i = 0; i < n0; ++i) o[i] = static_cast<Out>(f(a[i], bv));
+  } else if (so == sizeof(Out) && sa == 0 && sb == sizeof(In)) {
+    const In av = *a;
+    for (int64_t i = 0; i < n0; ++i) o[i] = static_cast<Out>(f(av, b[i]));
+  } else {
+    for (int64_t i = 0; i < n0; ++i) {
+      *reinterpret_cast<Out*>(out + i * so) = static_cast<Out>(
+          f(*reinterpret_cast<const In*>(pa + i * sa), *reinterpret_cast<const In*>(pb + i * sb)));
+    }
+  }
+}
+
+// out[i] = f(a[i], b[i]) over the iterator (operands: out, a, b).
 template <typename Out, typename In, typename F>
 void binary_loop(const TensorIterator& iter, F f) {
   iter.for_each([&](char** data, const int64_t* strides, int64_t n0, int64_t n1) {
     for (int64_t j = 0; j < n1; ++j) {
-      char* out = data[0] + j * strides[3];
-      const char* pa = data[1] + j * strides[4];
-      const char* pb = data[2] + j * strides[5];
-      auto* o = reinterpret_cast<Out*>(out);
-      const auto* a = reinterpret_cast<const In*>(pa);
-      const auto* b = reinterpret_cast<const In*>(pb);
-      if (strides[0] == sizeof(Out) && strides[1] == sizeof(In) && strides[2] == sizeof(In)) {
-        for (int64_t i = 0; i < n0; ++i) o[i] = static_cast<Out>(f(a[i], b[i]));
-      } else if (strides[0] == sizeof(Out) && strides[1] == sizeof(In) && strides[2] == 0) {
-        const In bv = *b;
-        for (int64_t i = 0; i < n0; ++i) o[i] = static_cast<Out>(f(a[i], bv));
-      } else if (strides[0] == sizeof(Out) && strides[1] == 0 && strides[2] == sizeof(In)) {
-        const In av = *a;
-        for (int64_t i = 0; i < n0; ++i) o[i] = static_cast<Out>(f(av, b[i]));
+      binary_row<Out, In>(data[0] + j * strides[3], data[1] + j * strides[4],
+                          data[2] + j * strides[5], n0, strides[0], strides[1], strides[2], f);
+    }
+  });
+}
+
+// out[i] = f(a[i], s) or f(s, a[i]) over the iterator (operands: out, a): the binary row with
+// the scalar as a broadcast input. The scalar must be exact in In.
+template <typename Out, typename In, typename F>
+void binary_scalar_loop(const TensorIterator& iter, In s, bool scalar_first, F f) {
+  const char* sp = reinterpret_cast<const char*>(&s);
+  iter.for_each([&](char** data, const int64_t* strides, int64_t n0, int64_t n1) {
+    for (int64_t j = 0; j < n1; ++j) {
+      char* out = data[0] + j * strides[2];
+      const char* a = data[1] + j * strides[3];
+      if (scalar_first) {
+        binary_row<Out, In>(out, sp, a, n0, strides[0], 0, strides[1], f);
       } else {
-        for (int64_t i = 0; i < n0; ++i) {
-          *reinterpret_cast<Out*>(out + i * strides[0]) =
-              static_cast<Out>(f(*reinterpret_cast<const In*>(pa + i * strides[1]),
-                                 *reinterpret_cast<const In*>(pb + i * strides[2])));
-        }
+        binary_row<Out, In>(out, a, sp, n0, strides[0], strides[1], 0, f);
       }
     }
   });
@@ -208,12 +233,17 @@ void run_unary(const TensorIterator& iter, const ElementwiseOp& op) {
 template <typename T, typename Out, typename F>
 void run_binary_with(const TensorIterator& iter, const ElementwiseOp& op, F f) {
   using C = compute_t<T>;
+  const auto g = [&](T a, T b) { return f(static_cast<C>(a), static_cast<C>(b)); };
   if (!op.scalar_operand) {
-    binary_loop<Out, T>(iter, [&](T a, T b) { return f(static_cast<C>(a), static_cast<C>(b)); });
+    binary_loop<Out, T>(iter, g);
     return;
   }
   const C s = op.scalar.to<C>();
-  if (op.scalar_first) {
+  if constexpr (std::is_same_v<C, T>) {
+    // The scalar is exact in T: the tensor-tensor row serves, with the scalar broadcast.
+    binary_scalar_loop<Out, T>(iter, s, op.scalar_first, g);
+    return;
+  } else if (op.scalar_first) {
     unary_loop<Out, T>(iter, [&](T a) { return f(s, static_cast<C>(a)); });
   } else {
     unary_loop<Out, T>(iter, [&](T a) { return f(static_cast<C>(a), s); });
