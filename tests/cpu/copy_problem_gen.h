@@ -170,36 +170,42 @@ T naive_negate(T v) {
   }
 }
 
+// One element of the oracle, src bytes to dst bytes: convert_value, then the conj/neg bits.
+// Instantiated per dtype pair; naive_copy's walk is written once.
+template <typename D, typename S>
+void naive_convert(const char* in, char* out, bool conj, bool neg) {
+  S s;
+  std::memcpy(&s, in, sizeof(S));
+  D v = convert_value<D>(s);
+  if constexpr (std::is_same_v<D, std::complex<float>> || std::is_same_v<D, std::complex<double>>) {
+    if (conj) v = std::conj(v);
+  }
+  if (neg) v = naive_negate(v);
+  std::memcpy(out, &v, sizeof(D));
+}
+
 // The oracle: every index in turn (dim 0 fastest, an odometer over the others), one
 // convert_value each.
 inline void naive_copy(const CopyProblem& p) {
   const int64_t n = p.numel();
   if (n == 0) return;
-  visit_dtype(p.dst_dtype, [&]<typename D>() {
-    visit_dtype(p.src_dtype, [&]<typename S>() {
-      std::vector<int64_t> index(static_cast<size_t>(p.ndim()), 0);
-      int64_t dst_off = 0, src_off = 0;
-      for (int64_t linear = 0; linear < n; ++linear) {
-        S s;
-        std::memcpy(&s, p.src + src_off, sizeof(S));
-        D v = convert_value<D>(s);
-        if constexpr (std::is_same_v<D, std::complex<float>> ||
-                      std::is_same_v<D, std::complex<double>>) {
-          if (p.conj) v = std::conj(v);
-        }
-        if (p.neg) v = naive_negate(v);
-        std::memcpy(p.dst + dst_off, &v, sizeof(D));
-        for (size_t d = 0; d < index.size(); ++d) {
-          dst_off += p.dst_strides[d];
-          src_off += p.src_strides[d];
-          if (++index[d] < p.sizes[d]) break;
-          dst_off -= p.sizes[d] * p.dst_strides[d];
-          src_off -= p.sizes[d] * p.src_strides[d];
-          index[d] = 0;
-        }
-      }
-    });
+  using Convert = void (*)(const char*, char*, bool, bool);
+  const Convert convert = visit_dtype(p.dst_dtype, [&]<typename D>() {
+    return visit_dtype(p.src_dtype, [&]<typename S>() -> Convert { return &naive_convert<D, S>; });
   });
+  std::vector<int64_t> index(static_cast<size_t>(p.ndim()), 0);
+  int64_t dst_off = 0, src_off = 0;
+  for (int64_t linear = 0; linear < n; ++linear) {
+    convert(p.src + src_off, p.dst + dst_off, p.conj, p.neg);
+    for (size_t d = 0; d < index.size(); ++d) {
+      dst_off += p.dst_strides[d];
+      src_off += p.src_strides[d];
+      if (++index[d] < p.sizes[d]) break;
+      dst_off -= p.sizes[d] * p.dst_strides[d];
+      src_off -= p.sizes[d] * p.src_strides[d];
+      index[d] = 0;
+    }
+  }
 }
 
 // "" when equal, else where the first difference is and the bytes around it.

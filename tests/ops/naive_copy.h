@@ -116,6 +116,35 @@ std::string show(T v) {
 
 }  // namespace naive
 
+// One element of the oracle: src's element at `in` converted to dst's dtype with the conj/neg
+// bits applied, written to `out`. Instantiated per dtype pair; check_copy's loop is written once
+// and calls it through a pointer (the loop per pair made this header the suites' costliest code
+// to compile).
+using ConvertElement = void (*)(const uint8_t* in, uint8_t* out, bool conj, bool neg);
+template <typename D, typename S>
+void convert_element(const uint8_t* in, uint8_t* out, bool conj, bool neg) {
+  D v = convert_value<D>(naive::read<S>(in));
+  if constexpr (std::is_same_v<D, std::complex<float>> || std::is_same_v<D, std::complex<double>>) {
+    if (conj) v = std::conj(v);
+  }
+  if (neg) v = naive::negate(v);
+  std::memcpy(out, &v, sizeof(D));
+}
+
+// Per dtype: are two elements the same value (naive::same_value), and how an element prints.
+struct ElementOps {
+  bool (*same)(const uint8_t* a, const uint8_t* b);
+  std::string (*show)(const uint8_t* p);
+};
+inline ElementOps element_ops(ScalarType t) {
+  return visit_dtype(t, [&]<typename T>() {
+    return ElementOps{[](const uint8_t* a, const uint8_t* b) {
+                        return naive::same_value(naive::read<T>(a), naive::read<T>(b));
+                      },
+                      [](const uint8_t* p) { return naive::show(naive::read<T>(p)); }};
+  });
+}
+
 // Checks that `dst` (after dst.copy_(src)) holds what the copy should have written, given the
 // storages' bytes before the copy. Elements of dst get
 //   neg?(conj?(convert_value<dst dtype>(src element)))  (bits applied where dst's and src's differ)
@@ -130,39 +159,39 @@ inline bool check_copy(const Tensor& dst, const Tensor& src, const std::vector<u
   const auto src_rank = static_cast<size_t>(src.dim());
   EXPECT_LE(dst_rank, kMaxRank);
   if (dst_rank > kMaxRank) return false;
-  int failures = 0;
-  visit_dtype(dst.dtype(), [&]<typename D>() {
-    visit_dtype(src.dtype(), [&]<typename S>() {
-      for (int64_t i = 0; i < dst.numel(); ++i) {
-        int64_t di[kMaxRank], si[kMaxRank];
-        unravel(i, dst.sizes(), di);
-        for (size_t k = 0; k < src_rank; ++k) {
-          const size_t d = dst_rank - src_rank + k;
-          si[k] = src.sizes()[k] == 1 ? 0 : di[d];
-        }
-        const S s = naive::read<S>(src_before.data() + byte_offset(src, si));
-        D v = convert_value<D>(s);
-        if constexpr (std::is_same_v<D, std::complex<float>> ||
-                      std::is_same_v<D, std::complex<double>>) {
-          if (dst.is_conj() != src.is_conj()) v = std::conj(v);
-        }
-        if (dst.is_neg() != src.is_neg()) v = naive::negate(v);
-        const int64_t at = byte_offset(dst, di);
-        std::memcpy(expected.data() + at, &v, sizeof(D));
-        for (size_t b = 0; b < sizeof(D); ++b) is_element[static_cast<size_t>(at) + b] = true;
-        const D got = naive::read<D>(after.data() + at);
-        if (!naive::same_value(got, v) || (std::is_same_v<D, bool> && after[at] > 1)) {
-          if (++failures <= 5) {
-            std::ostringstream where;
-            for (size_t d = 0; d < dst_rank; ++d) where << di[d] << ' ';
-            ADD_FAILURE() << "element [ " << where.str() << "] of " << dst.dtype() << " dst from "
-                          << src.dtype() << " src value " << naive::show(s) << ": expected "
-                          << naive::show(v) << ", got " << naive::show(got);
-          }
-        }
-      }
-    });
+  const ConvertElement convert = visit_dtype(dst.dtype(), [&]<typename D>() {
+    return visit_dtype(src.dtype(),
+                       [&]<typename S>() -> ConvertElement { return &convert_element<D, S>; });
   });
+  const ElementOps dst_ops = element_ops(dst.dtype()), src_ops = element_ops(src.dtype());
+  const bool conj = is_complex(dst.dtype()) && dst.is_conj() != src.is_conj();
+  const bool neg = dst.is_neg() != src.is_neg();
+  const size_t item = dst.element_size();
+  const bool is_bool = dst.dtype() == kBool;
+  int failures = 0;
+  for (int64_t i = 0; i < dst.numel(); ++i) {
+    int64_t di[kMaxRank], si[kMaxRank];
+    unravel(i, dst.sizes(), di);
+    for (size_t k = 0; k < src_rank; ++k) {
+      const size_t d = dst_rank - src_rank + k;
+      si[k] = src.sizes()[k] == 1 ? 0 : di[d];
+    }
+    const uint8_t* s = src_before.data() + byte_offset(src, si);
+    const auto at = static_cast<size_t>(byte_offset(dst, di));
+    uint8_t* want = expected.data() + at;
+    convert(s, want, conj, neg);
+    for (size_t b = 0; b < item; ++b) is_element[at + b] = true;
+    const uint8_t* got = after.data() + at;
+    if (!dst_ops.same(got, want) || (is_bool && *got > 1)) {
+      if (++failures <= 5) {
+        std::ostringstream where;
+        for (size_t d = 0; d < dst_rank; ++d) where << di[d] << ' ';
+        ADD_FAILURE() << "element [ " << where.str() << "] of " << dst.dtype() << " dst from "
+                      << src.dtype() << " src value " << src_ops.show(s) << ": expected "
+                      << dst_ops.show(want) << ", got " << dst_ops.show(got);
+      }
+    }
+  }
   for (size_t b = 0; b < after.size(); ++b) {
     if (!is_element[b] && after[b] != expected[b]) {
       if (++failures <= 5) ADD_FAILURE() << "byte " << b << " outside dst's elements was written";

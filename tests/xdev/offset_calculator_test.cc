@@ -125,6 +125,20 @@ TEST(OffsetCalculator, SixtyFourBitOffsetsBeyondFourGiB) {
   EXPECT_EQ(at.at[1], 4 * 16 + 6 * (uint64_t{1} << 34));
 }
 
+// copy_element on `n` elements of one dtype pair, from raw bytes to raw bytes. Instantiated per
+// pair; the test's loop is written once and calls it through a pointer.
+using CopyElements = void (*)(const unsigned char* src, unsigned char* dst, int n, bool conj,
+                              bool neg);
+template <typename D, typename S>
+void copy_elements(const unsigned char* src, unsigned char* dst, int n, bool conj, bool neg) {
+  for (int i = 0; i < n; ++i) {
+    alignas(16) unsigned char in[sizeof(S)];
+    std::memcpy(in, src + i * sizeof(S), sizeof(S));
+    const D out = copy_element<D>(load_element<S>(in), conj, neg);
+    std::memcpy(dst + i * sizeof(D), &out, sizeof(D));
+  }
+}
+
 // copy_element agrees with the CPU reference copy for all 14 x 14 dtype pairs and every
 // combination of the conj and neg flags, on raw random bit patterns (NaN, inf, huge values).
 TEST(CopyElement, MatchesTheCpuReferenceForEveryDtypePair) {
@@ -135,38 +149,33 @@ TEST(CopyElement, MatchesTheCpuReferenceForEveryDtypePair) {
     for (int st = 0; st < kNumScalarTypes; ++st) {
       const auto dst_type = static_cast<ScalarType>(dt);
       const auto src_type = static_cast<ScalarType>(st);
-      visit_dtype(dst_type, [&]<typename D>() {
-        visit_dtype(src_type, [&]<typename S>() {
-          // Raw bytes: any pattern, a bool byte included (the copy reads non-zero as true).
-          std::vector<unsigned char> src(sizeof(S) * kValues);
-          for (auto& b : src) b = static_cast<unsigned char>(rng());
-          for (int flags = 0; flags < 4; ++flags) {
-            const bool conj = (flags & 1) != 0 && is_complex(dst_type);
-            const bool neg = (flags & 2) != 0;
-            std::vector<unsigned char> want(sizeof(D) * kValues), got(sizeof(D) * kValues);
-            cpu::CopyProblem p;
-            p.sizes.assign(size_t{1}, int64_t{kValues});
-            p.dst_strides.assign(size_t{1}, static_cast<int64_t>(sizeof(D)));
-            p.src_strides.assign(size_t{1}, static_cast<int64_t>(sizeof(S)));
-            p.dst = reinterpret_cast<char*>(want.data());
-            p.src = reinterpret_cast<const char*>(src.data());
-            p.dst_dtype = dst_type;
-            p.src_dtype = src_type;
-            p.conj = conj;
-            p.neg = neg;
-            cpu::run_copy_reference(p);
-            for (int i = 0; i < kValues; ++i) {
-              alignas(16) unsigned char in[sizeof(S)];
-              std::memcpy(in, src.data() + i * sizeof(S), sizeof(S));
-              const D out = copy_element<D>(load_element<S>(in), conj, neg);
-              std::memcpy(got.data() + i * sizeof(D), &out, sizeof(D));
-            }
-            ASSERT_EQ(got, want) << src_type << " -> " << dst_type << (conj ? " conj" : "")
-                                 << (neg ? " neg" : "");
-          }
-        });
+      const CopyElements copy = visit_dtype(dst_type, [&]<typename D>() {
+        return visit_dtype(src_type,
+                           [&]<typename S>() -> CopyElements { return &copy_elements<D, S>; });
       });
-      if (HasFatalFailure()) return;
+      const size_t dst_item = element_size(dst_type), src_item = element_size(src_type);
+      // Raw bytes: any pattern, a bool byte included (the copy reads non-zero as true).
+      std::vector<unsigned char> src(src_item * kValues);
+      for (auto& b : src) b = static_cast<unsigned char>(rng());
+      for (int flags = 0; flags < 4; ++flags) {
+        const bool conj = (flags & 1) != 0 && is_complex(dst_type);
+        const bool neg = (flags & 2) != 0;
+        std::vector<unsigned char> want(dst_item * kValues), got(dst_item * kValues);
+        cpu::CopyProblem p;
+        p.sizes.assign(size_t{1}, int64_t{kValues});
+        p.dst_strides.assign(size_t{1}, static_cast<int64_t>(dst_item));
+        p.src_strides.assign(size_t{1}, static_cast<int64_t>(src_item));
+        p.dst = reinterpret_cast<char*>(want.data());
+        p.src = reinterpret_cast<const char*>(src.data());
+        p.dst_dtype = dst_type;
+        p.src_dtype = src_type;
+        p.conj = conj;
+        p.neg = neg;
+        cpu::run_copy_reference(p);
+        copy(src.data(), got.data(), kValues, conj, neg);
+        ASSERT_EQ(got, want) << src_type << " -> " << dst_type << (conj ? " conj" : "")
+                             << (neg ? " neg" : "");
+      }
     }
   }
 }
