@@ -11,12 +11,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FERRY_BUILD_DIR:-$root/build/release}
 args=()
 if [[ -n "${FERRY_SANITIZE:-}" ]]; then
-  # Sanitizer builds: baseline SIMD target only, no benchmarks, -O1 with line tables only
-  # (enough for the sanitizers' stack traces), to keep CI fast. No CUDA backend: without a GPU
-  # its kernels never run, and the release build already compiles it.
+  # Sanitizer builds: baseline SIMD target only, no benchmarks, -Og with line tables only
+  # (enough for the sanitizers' stack traces), to keep CI fast. -Og against -O1 (2026-11-29,
+  # GCC 12, ASan+UBSan, two cores): the build 444 -> 377 s, ctest 123 s either way. No CUDA
+  # backend: without a GPU its kernels never run, and the release build already compiles it.
   args+=(-DFERRY_SANITIZE="$FERRY_SANITIZE" -DFERRY_BUILD_BENCH=OFF -DFERRY_SIMD_TARGETS=STATIC
          -DFERRY_CUDA=OFF
-         -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1"
+         -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-Og -g1"
          "-DCMAKE_CUDA_FLAGS_RELWITHDEBINFO=-O1")
   # ThreadSanitizer cannot watch an uninstrumented interpreter: no Python package there.
   [[ "$FERRY_SANITIZE" == *thread* ]] && args+=(-DFERRY_PYTHON=OFF)
