@@ -117,14 +117,18 @@ std::vector<double> ping_pong_blocks(Endpoint& ep, PeerId peer, int64_t n, int b
   std::vector<double> ms, half_us(static_cast<size_t>(n));
   for (int b = 0; b < blocks; ++b) {
     ms.push_back(time_ms([&] {
+      // One clock read per round trip (the end of one is the start of the next): a read costs
+      // tens of nanoseconds on some VMs, which ucx_perftest's cycle counter does not pay.
+      auto t0 = BenchClock::now();
       for (int64_t i = 0; i < n; ++i) {
         // tag_lat's order: send, then post the receive (the reply cannot arrive sooner than a
         // round trip; a reply that did would wait in UCX's unexpected queue).
-        const auto t0 = BenchClock::now();
         settle(ep.send(ping, peer, kPingTag));
         settle(ep.recv(pong, peer, kPingTag));
+        const auto t1 = BenchClock::now();
         half_us[static_cast<size_t>(i)] =
-            std::chrono::duration<double, std::micro>(BenchClock::now() - t0).count() / 2.0;
+            std::chrono::duration<double, std::micro>(t1 - t0).count() / 2.0;
+        t0 = t1;
       }
     }));
     if (p50_us != nullptr) p50_us->push_back(median(half_us));
