@@ -38,6 +38,12 @@ PeerId Endpoint::connect(const std::string& host, uint16_t port) {
 }
 
 RegistrationStats Endpoint::registration_stats() const { return state_->registration_stats(); }
+
+RecvStats Endpoint::recv_stats() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->recv_stats;
+}
+
 SendStats Endpoint::send_stats() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->send_stats;

@@ -66,6 +66,17 @@ struct SendStats {
   uint64_t at_once = 0;
 };
 
+// How this endpoint's receives of small tensors went (counts of receives).
+struct RecvStats {
+  // Receives into a dense CPU tensor of at most EndpointOptions::inline_bytes whose message was
+  // the header that tensor expects (its dtype, sizes and strides, the payload inline): compared
+  // byte for byte instead of decoded and checked field by field.
+  uint64_t expected_header = 0;
+  // Of those, the ones completed inside UCX's callback, as the message arrived for a receive
+  // already posted (the others arrived first and were taken when the receive was posted).
+  uint64_t in_callback = 0;
+};
+
 // What the endpoint's registration cache did (ucp_mem_map of pinned blocks, kept per block).
 struct RegistrationStats {
   uint64_t registered = 0;  // blocks registered (ucp_mem_map calls)
@@ -166,6 +177,7 @@ class Endpoint {
   // (memory::pinned_empty_cache).
   RegistrationStats registration_stats() const;
   SendStats send_stats() const;
+  RecvStats recv_stats() const;
 
  private:
   std::shared_ptr<detail::EndpointState> state_;

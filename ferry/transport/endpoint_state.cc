@@ -225,40 +225,12 @@ void EndpointState::progress_locked() {
   // The clock is read on every 64th call only: on some VMs a read costs more than a round of
   // shared-memory progress.
   bool cm = cm_busy_locked();
+  quick_rounds_allowed_ = !cm;
   if (!cm && ((++progress_calls_ & 63) == 0 || next_cm_progress_ == Clock::time_point{})) {
     cm = Clock::now() >= next_cm_progress_;
   }
   if (cm) next_cm_progress_ = Clock::now() + std::chrono::milliseconds(1);
-  for (int round = 0; round < 64; ++round) {
-    // Until the worker is idle, or a completion came (then it is handled before polling more).
-    while (ucp_worker_progress(worker_) != 0 && completions.empty()) {
-    }
-    if (cm) {
-      while (ucp_worker_progress(cm_worker_) != 0) {
-      }
-    }
-    if (completions.empty() && handshake_events.empty() && ep_errors.empty() &&
-        conn_requests.empty()) {
-      break;
-    }
-    auto conns = std::move(conn_requests);
-    conn_requests.clear();
-    for (auto request : conns) accept_conn_request(request);
-    auto events = std::move(handshake_events);
-    handshake_events.clear();
-    for (const auto& e : events) handle_handshake_event(e);
-    // Completions before failures: what arrived before a peer left is delivered. The two
-    // vectors trade buffers, so that a round with completions allocates nothing.
-    std::vector<Completion> done = std::move(completions_spare_);
-    done.swap(completions);
-    for (const auto& c : done) handle_completion(c);
-    done.clear();
-    completions_spare_ = std::move(done);
-    if (!completions.empty()) continue;
-    auto errors = std::move(ep_errors);
-    ep_errors.clear();
-    for (auto [conn, status] : errors) handle_ep_error(*conn, status);
-  }
+  drain_locked(cm);
   bool deadlines = false;  // one pass over the connections
   for (auto& [id, conn] : connections_) {
     if (!conn->unposted.empty()) post_ready_sends_locked(*conn);
@@ -274,6 +246,55 @@ void EndpointState::progress_locked() {
       ++it;
     }
   }
+}
+
+// Progresses the data worker (and the connection worker when `cm`) until idle, handling what
+// the callbacks queued.
+void EndpointState::drain_locked(bool cm) {
+  for (int round = 0; round < 64; ++round) {
+    // Until the worker is idle, or a completion came (then it is handled before polling more).
+    while (ucp_worker_progress(worker_) != 0 && completions.empty()) {
+    }
+    if (cm) {
+      while (ucp_worker_progress(cm_worker_) != 0) {
+      }
+    }
+    if (!dispatch_queued_locked()) break;
+  }
+}
+
+// Handles what UCX's callbacks queued during progress; false if there was nothing.
+bool EndpointState::dispatch_queued_locked() {
+  if (completions.empty() && handshake_events.empty() && ep_errors.empty() &&
+      conn_requests.empty()) {
+    return false;
+  }
+  auto conns = std::move(conn_requests);
+  conn_requests.clear();
+  for (auto request : conns) accept_conn_request(request);
+  auto events = std::move(handshake_events);
+  handshake_events.clear();
+  for (const auto& e : events) handle_handshake_event(e);
+  // Completions before failures: what arrived before a peer left is delivered. The two vectors
+  // trade buffers, so that a round with completions allocates nothing.
+  while (!completions.empty()) {
+    std::vector<Completion> done = std::move(completions_spare_);
+    done.swap(completions);
+    for (const auto& c : done) handle_completion(c);
+    done.clear();
+    completions_spare_ = std::move(done);
+  }
+  auto errors = std::move(ep_errors);
+  ep_errors.clear();
+  for (auto [conn, status] : errors) handle_ep_error(*conn, status);
+  return true;
+}
+
+bool EndpointState::quick_progress_locked() {
+  if (closed_ || !quick_rounds_allowed_) return false;
+  if (ucp_worker_progress(worker_) == 0) return false;  // idle
+  dispatch_queued_locked();  // (a small receive may have finished in its callback)
+  return true;
 }
 
 void EndpointState::handle_completion(const Completion& c) {
@@ -413,7 +434,9 @@ void send_callback(void* request, ucs_status_t status, void* user_data) {
 void tag_recv_callback(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
                        void* user_data) {
   auto* op = static_cast<Operation*>(user_data);
-  op->state->completions.push_back({op, request, status, info != nullptr ? info->length : 0});
+  const size_t length = info != nullptr ? info->length : 0;
+  if (status == UCS_OK && op->state->finish_small_recv_locked(*op, request, length)) return;
+  op->state->completions.push_back({op, request, status, length});
 }
 }  // namespace
 
@@ -463,7 +486,9 @@ void EndpointState::post_tag_recv(Operation& op, void* data, size_t bytes, uint6
   }
   param.cb.recv = tag_recv_callback;
   param.user_data = &op;
+  op.posting = true;
   ucs_status_ptr_t request = ucp_tag_recv_nbx(worker_, data, bytes, tag, kFullTagMask, &param);
+  op.posting = false;
   ++op.outstanding;
   if (UCS_PTR_IS_ERR(request)) {
     completions.push_back({&op, nullptr, UCS_PTR_STATUS(request), 0});

@@ -163,10 +163,41 @@ void EndpointState::post_send_locked(const std::shared_ptr<Operation>& op, Conne
 // The header of a receive arrived: validate it, decide where the payload lands (the destination
 // itself when it is on the CPU in the sent layout, else a pinned or plain landing tensor), and
 // take the inline payload or post the payload's receive.
+// The small-tensor path of a receive: when the header message is the one `op` expects (its
+// destination's own, payload inline), lands the payload and completes `op`.
+bool EndpointState::take_expected_header_locked(Operation& op, size_t length) {
+  const auto payload = match_expected_header({op.header_buffer.get(), length}, op.expected);
+  if (!payload) return false;
+  if (!payload->empty()) std::memcpy(op.into->data_ptr(), payload->data(), payload->size());
+  give_header_buffer_locked(std::move(op.header_buffer));
+  op.value = *op.into;
+  op.status.store(OpStatus::done, std::memory_order_release);
+  ++recv_stats.expected_header;
+  return true;
+}
+
+bool EndpointState::finish_small_recv_locked(Operation& op, void* request, size_t length) {
+  // Not while ucp_tag_recv_nbx is still posting the request (a message that had arrived already
+  // completes inside it, before post_tag_recv has counted and recorded the request).
+  if (op.posting || op.header_received || op.status != OpStatus::pending) return false;
+  if (!take_expected_header_locked(op, length)) return false;
+  op.header_received = true;
+  if (void** it = std::find(op.requests.begin(), op.requests.end(), request);
+      it != op.requests.end()) {
+    op.requests.erase(it);
+  }
+  ucp_request_free(request);  // (UCX allows it from the request's own callback)
+  --op.outstanding;
+  ++recv_stats.in_callback;
+  if (op.outstanding == 0) untrack(op);  // may free op
+  return true;
+}
+
 void EndpointState::handle_header(Operation& op, size_t length) {
+  if (take_expected_header_locked(op, length)) return;
+  const std::span<const std::byte> message(op.header_buffer.get(), length);
   const auto from = [&] { return label(op.peer); };  // built only for an error's message
-  DecodedHeader decoded = decode_tensor_header(
-      std::span<const std::byte>(op.header_buffer.get(), length), options.max_message_bytes, from);
+  DecodedHeader decoded = decode_tensor_header(message, options.max_message_bytes, from);
   op.header = std::move(decoded.header);
   const TensorHeader& h = op.header;
   const TensorOptions sent(h.dtype);
@@ -341,6 +372,12 @@ std::shared_ptr<Operation> start_recv(EndpointState& state, std::optional<Tensor
     FERRY_CHECK_AS(TransportError, into->is_non_overlapping_and_dense() || into->numel() <= 1,
                    "transport: expected a destination whose elements do not overlap, got strides ",
                    into->strides());
+  }
+  if (into && device.is_cpu() && into->is_non_overlapping_and_dense()) {
+    const uint64_t bytes = static_cast<uint64_t>(into->numel()) * into->element_size();
+    if (bytes <= state.options.inline_bytes) {
+      op->expected = expected_header(into->scalar_type(), into->sizes(), into->strides(), bytes);
+    }
   }
   op->into = std::move(into);
   op->options = options;

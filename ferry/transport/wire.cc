@@ -101,6 +101,42 @@ void encode_tensor_header(const TensorHeader& header, std::span<const std::byte>
   if (header.payload_inline) w.put_bytes(inline_payload.data(), inline_payload.size());
 }
 
+ExpectedHeader expected_header(ScalarType dtype, std::span<const int64_t> sizes,
+                               std::span<const int64_t> strides, uint64_t payload_bytes) {
+  ExpectedHeader out;
+  if (sizes.size() > static_cast<size_t>(kExpectedHeaderDims) || strides.size() != sizes.size()) {
+    return out;
+  }
+  Writer w(out.bytes.data());
+  w.put<uint32_t>(kTensorMagic);
+  w.put<uint16_t>(kWireVersion);
+  w.put<uint8_t>(static_cast<uint8_t>(dtype));
+  w.put<uint8_t>(static_cast<uint8_t>(sizes.size()));
+  w.put<uint32_t>(kInlineFlag);
+  w.put<uint32_t>(0);
+  w.put<uint64_t>(0);  // the sequence number: not compared
+  w.put<uint64_t>(payload_bytes);
+  for (int64_t s : sizes) w.put<int64_t>(s);
+  for (int64_t s : strides) w.put<int64_t>(s);
+  out.size = static_cast<uint8_t>(w.at());
+  out.payload_bytes = payload_bytes;
+  return out;
+}
+
+std::optional<std::span<const std::byte>> match_expected_header(std::span<const std::byte> message,
+                                                                const ExpectedHeader& expected) {
+  constexpr size_t kSeqAt = 16, kSeqEnd = 24;  // the sequence number's bytes
+  if (expected.size == 0 || message.size() != expected.size + expected.payload_bytes) {
+    return std::nullopt;
+  }
+  if (std::memcmp(message.data(), expected.bytes.data(), kSeqAt) != 0 ||
+      std::memcmp(message.data() + kSeqEnd, expected.bytes.data() + kSeqEnd,
+                  expected.size - kSeqEnd) != 0) {
+    return std::nullopt;
+  }
+  return message.subspan(expected.size);
+}
+
 DecodedHeader decode_tensor_header(std::span<const std::byte> message, uint64_t max_payload_bytes,
                                    FunctionRef<std::string()> from) {
   if (message.size() < kHeaderFixedBytes) {

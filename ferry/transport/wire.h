@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -87,6 +88,27 @@ inline DecodedHeader decode_tensor_header(std::span<const std::byte> message,
                                           uint64_t max_payload_bytes, const std::string& from) {
   return decode_tensor_header(message, max_payload_bytes, [&] { return from; });
 }
+
+// --- the one header a small receive expects --------------------------------------------------
+// A receive into a small dense CPU tensor knows the header it expects most: the tensor's dtype,
+// sizes and strides with the payload inline. A message that is exactly that header (with any
+// sequence number) followed by its payload passes every check decode_tensor_header and the
+// receive would make, so comparing bytes replaces decoding it. Anything else, valid or not, goes
+// through decode_tensor_header.
+inline constexpr int kExpectedHeaderDims = 4;
+struct ExpectedHeader {
+  std::array<std::byte, kHeaderFixedBytes + 16 * kExpectedHeaderDims> bytes;
+  uint8_t size = 0;  // of the header in `bytes`; 0: nothing expected
+  uint64_t payload_bytes = 0;
+};
+// The expected header of a tensor with these dtype, sizes and strides (a non-overlapping, dense
+// layout) and its payload inline; nothing expected (size 0) beyond kExpectedHeaderDims dims.
+ExpectedHeader expected_header(ScalarType dtype, std::span<const int64_t> sizes,
+                               std::span<const int64_t> strides, uint64_t payload_bytes);
+// The inline payload of `message` when it is `expected`'s header with any sequence number,
+// followed by exactly its payload; else nothing.
+std::optional<std::span<const std::byte>> match_expected_header(std::span<const std::byte> message,
+                                                                const ExpectedHeader& expected);
 
 // --- handshake ----------------------------------------------------------------------------------
 // Three records over the connection's UCX stream before any tensor is accepted (docs/transport.md):

@@ -366,6 +366,72 @@ TEST(TransportEndpoint, SmallSendsGoAtOnceButNeverOvertakeAStagedSend) {
   }
 }
 
+// The small-receive path: a receive into a dense CPU tensor of at most inline_bytes compares the
+// message with the header that tensor expects instead of decoding it. It completes inside UCX's
+// callback when posted before the message arrives, and when posted after, as it is posted. A
+// header that differs (other strides, another dtype, a larger tensor) takes the general path,
+// which still lands what it can and refuses what it must.
+TEST(TransportEndpoint, SmallReceivesTakeTheHeaderTheyExpectAndFallBackOtherwise) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  Generator gen(ferry::testing::test_seed());
+  for (const char* tls : {"sm,tcp", "tcp"}) {
+    SCOPED_TRACE(std::string("UCX_TLS=") + tls);
+    ScopedTls scoped(tls);
+    Pair p = connect_pair();
+    Endpoint& tx = *p.client;
+    Endpoint& rx = *p.server;
+    const PeerId to = p.client_to_server, from = p.server_to_client;
+    // Posted first, then sent: a window of four, completed in UCX's callbacks, in order.
+    std::vector<Tensor> into, sent;
+    std::vector<Future<Tensor>> recvs;
+    for (int i = 0; i < 4; ++i) {
+      into.push_back(empty({3, 2}, TensorOptions(kFloat32)));
+      recvs.push_back(rx.recv(into.back(), from, 11));
+    }
+    for (int i = 0; i < 4; ++i) {
+      sent.push_back(randn({3, 2}, kFloat32, &gen));
+      tx.send(sent.back(), to, 11).wait();
+    }
+    for (int i = 0; i < 4; ++i) {
+      const Tensor got = recvs[static_cast<size_t>(i)].get();
+      EXPECT_TRUE(got.is_same(into[static_cast<size_t>(i)]));
+      expect_same(got, sent[static_cast<size_t>(i)]);
+    }
+    EXPECT_EQ(rx.recv_stats().expected_header, 4u);
+    EXPECT_EQ(rx.recv_stats().in_callback, 4u);
+    // Sent first: the message waits in UCX until the receive is posted. A later tensor under
+    // another tag, received first, shows it has arrived (one connection delivers in order).
+    const Tensor early = randint(-1000, 1000, {5}, TensorOptions(kInt64), &gen);  // 40 bytes
+    tx.send(early, to, 12).wait();
+    tx.send(zeros({1}, kInt8), to, 13).wait();
+    rx.recv(from, 13).wait();
+    const Tensor early_into = full({5}, Scalar(int64_t{-1}), kInt64);
+    expect_same(rx.recv(early_into, from, 12).get(), early);
+    EXPECT_EQ(rx.recv_stats().expected_header, 5u);
+    EXPECT_EQ(rx.recv_stats().in_callback, 4u);
+    // Other strides for the same dense bytes (a size-1 dimension's stride): the general path,
+    // which lands it all the same.
+    const Tensor odd_strides = randn({2, 1}, kFloat32, &gen).t();  // sizes {1, 2}, strides {1, 1}
+    ASSERT_EQ(odd_strides.stride(0), 1);
+    const Tensor plain_into = empty({1, 2}, TensorOptions(kFloat32));
+    auto odd = rx.recv(plain_into, from, 14);
+    tx.send(odd_strides, to, 14).wait();
+    expect_same(odd.get(), odd_strides);
+    // Another dtype: refused, naming both.
+    auto wrong = rx.recv(empty({3, 2}, TensorOptions(kFloat32)), from, 15);
+    tx.send(randn({3, 2}, kFloat64, &gen), to, 15).wait();
+    EXPECT_THAT(ferry::testing::error_of<TransportError>([&] { wrong.get(); }),
+                AllOf(HasSubstr("expected float32"), HasSubstr("got float64")));
+    // Larger than inline_bytes: a header then a payload message, as ever.
+    const Tensor big = randn({4096}, kFloat32, &gen);
+    auto big_recv = rx.recv(empty({4096}, TensorOptions(kFloat32)), from, 16);
+    tx.send(big, to, 16).wait();
+    expect_same(big_recv.get(), big);
+    EXPECT_EQ(rx.recv_stats().expected_header, 5u);
+    EXPECT_EQ(rx.recv_stats().in_callback, 4u);
+  }
+}
+
 TEST(TransportEndpoint, AWrongSecretIsRefusedAndNothingIsAccepted) {
   EndpointOptions server_options = options_named("server", 2s);
   EndpointOptions client_options = options_named("client", 2s);

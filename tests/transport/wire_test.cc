@@ -4,7 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <random>
+#include <vector>
 
 #include "ferry/transport/auth.h"
 #include "ferry/transport/wire.h"
@@ -119,6 +122,90 @@ TEST(TransportWire, RandomAndMutatedBytesNeverGetPastTheChecks) {
     }
   }
   EXPECT_GT(accepted, 0);  // some mutations (e.g. of the sequence number) stay valid
+}
+
+// A random dense layout of up to `max_dims` dimensions (sizes 0-4, any order of strides).
+TensorHeader random_dense_header(std::mt19937_64& rng, int max_dims) {
+  constexpr ScalarType kTypes[] = {kFloat32, kBFloat16, kInt64, kUInt8, kFloat64, kBool};
+  TensorHeader h;
+  h.dtype = kTypes[rng() % std::size(kTypes)];
+  const size_t ndim = rng() % static_cast<size_t>(max_dims + 1);
+  std::vector<size_t> order(ndim);
+  for (size_t d = 0; d < ndim; ++d) {
+    h.sizes.push_back(static_cast<int64_t>(rng() % 5));
+    order[d] = d;
+  }
+  std::shuffle(order.begin(), order.end(), rng);
+  h.strides.resize(ndim);
+  int64_t stride = 1;
+  for (size_t d : order) {  // the first in `order` is innermost
+    h.strides[d] = stride;
+    stride *= std::max<int64_t>(h.sizes[d], 1);
+  }
+  uint64_t numel = 1;
+  for (int64_t s : h.sizes) numel *= static_cast<uint64_t>(s);
+  h.payload_bytes = numel * element_size(h.dtype);
+  h.payload_inline = true;
+  h.seq = rng();
+  return h;
+}
+
+// The small-receive path's comparison: a message matches the expected header exactly when it is
+// that header's encoding with any sequence number and its payload; whatever matches also passes
+// decode_tensor_header with the same dtype, sizes and strides, so comparing bytes checks no less.
+TEST(TransportWire, TheExpectedHeaderMatchesItsOwnEncodingOnly) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  auto rng = ferry::testing::test_rng();
+  int matched_mutants = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const TensorHeader h = random_dense_header(rng, kExpectedHeaderDims);
+    std::vector<std::byte> payload(h.payload_bytes);
+    for (auto& b : payload) b = std::byte(rng());
+    const auto message = encode_tensor_header(h, payload);
+    const ExpectedHeader expected = expected_header(h.dtype, h.sizes, h.strides, h.payload_bytes);
+    ASSERT_EQ(expected.size, encoded_header_bytes(h.sizes.size()));
+    const auto taken = match_expected_header(message, expected);
+    ASSERT_TRUE(taken.has_value()) << "dims " << h.sizes.size();
+    ASSERT_EQ(taken->size(), payload.size());
+    EXPECT_TRUE(std::equal(taken->begin(), taken->end(), payload.begin()));
+    // One byte changed: a match only if it was the sequence number's; and any match decodes to
+    // the expected tensor.
+    auto mutant = message;
+    const size_t at = rng() % mutant.size();
+    mutant[at] ^= std::byte(1 + rng() % 255);
+    const bool in_seq = at >= 16 && at < 24;
+    const bool in_payload = at >= expected.size;
+    const auto mutant_taken = match_expected_header(mutant, expected);
+    EXPECT_EQ(mutant_taken.has_value(), in_seq || in_payload) << "byte " << at;
+    if (mutant_taken) {
+      ++matched_mutants;
+      const auto decoded = decode_tensor_header(mutant, 1 << 20, "peer P").header;
+      EXPECT_EQ(decoded.dtype, h.dtype);
+      EXPECT_EQ(decoded.sizes, h.sizes);
+      EXPECT_EQ(decoded.strides, h.strides);
+    }
+    // One byte more or less, and a header without its payload inline: no match.
+    auto longer = message;
+    longer.push_back(std::byte{0});
+    EXPECT_FALSE(match_expected_header(longer, expected).has_value());
+    EXPECT_FALSE(
+        match_expected_header(std::span(message).first(message.size() - 1), expected).has_value());
+    TensorHeader separate = h;
+    separate.payload_inline = false;
+    EXPECT_FALSE(match_expected_header(encode_tensor_header(separate), expected).has_value());
+  }
+  EXPECT_GT(matched_mutants, 0);
+  // Past kExpectedHeaderDims dimensions nothing is expected, and nothing matches.
+  const std::vector<int64_t> sizes(kExpectedHeaderDims + 1, 1), strides(sizes.size(), 1);
+  const ExpectedHeader none = expected_header(kFloat32, sizes, strides, 4);
+  EXPECT_EQ(none.size, 0);
+  TensorHeader five;
+  five.sizes.assign(sizes.begin(), sizes.end());
+  five.strides.assign(strides.begin(), strides.end());
+  five.payload_bytes = 4;
+  five.payload_inline = true;
+  const std::vector<std::byte> four_bytes(4);
+  EXPECT_FALSE(match_expected_header(encode_tensor_header(five, four_bytes), none).has_value());
 }
 
 TEST(TransportWire, HandshakeRecordsRoundTripAndRefuseTheWrongKind) {
