@@ -534,7 +534,10 @@ bool poll_operation(EndpointState& state, Operation& op) {
   return op.status != OpStatus::pending;
 }
 
-Tensor operation_value(Operation& op) { return op.value; }
+Tensor operation_value(Operation& op) {
+  // A receive completed by its expected header leaves the value in its destination.
+  return op.value.defined() || !op.into ? op.value : *op.into;
+}
 
 std::chrono::milliseconds default_timeout(const EndpointState& state) {
   return state.options.timeout;

@@ -68,7 +68,7 @@ struct Operation {
   ExpectedHeader expected;         // into a small dense CPU tensor: the header it takes as is
   bool header_received = false;
   bool posting = false;  // inside ucp_tag_recv_nbx (post_tag_recv)
-  Tensor value;          // recv: the result
+  Tensor value;  // recv: the result (unset when it is `into`, landed by its expected header)
   // While in flight, the endpoint's list of live operations holds the operation (EndpointState::
   // track): a caller may drop its future while UCX still writes into the operation's buffers.
   std::shared_ptr<Operation> self;

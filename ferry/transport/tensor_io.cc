@@ -170,7 +170,6 @@ bool EndpointState::take_expected_header_locked(Operation& op, size_t length) {
   if (!payload) return false;
   if (!payload->empty()) std::memcpy(op.into->data_ptr(), payload->data(), payload->size());
   give_header_buffer_locked(std::move(op.header_buffer));
-  op.value = *op.into;
   op.status.store(OpStatus::done, std::memory_order_release);
   ++recv_stats.expected_header;
   return true;

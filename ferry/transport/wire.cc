@@ -11,6 +11,7 @@ namespace ferry::transport {
 namespace {
 
 constexpr uint32_t kTensorMagic = 0x534e5446;     // "FTNS"
+constexpr uint32_t kCompactMagic = 0x634e5446;    // "FTNc": the compact form
 constexpr uint32_t kHandshakeMagic = 0x48595246;  // "FRYH"
 constexpr uint16_t kWireVersion = 1;
 constexpr uint32_t kInlineFlag = 1;
@@ -66,6 +67,45 @@ static_assert(std::endian::native == std::endian::little,
 
 size_t encoded_header_bytes(size_t ndim) { return kHeaderFixedBytes + 16 * ndim; }
 
+namespace {
+
+size_t compact_header_bytes(size_t ndim) { return kCompactFixedBytes + 4 * ndim; }
+
+// Row-major contiguous (the strides of size-1 dimensions do not matter), or no elements at all.
+bool contiguous_layout(std::span<const int64_t> sizes, std::span<const int64_t> strides) {
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return true;
+  int64_t expected = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] != 1 && strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+bool compact_fits(std::span<const int64_t> sizes, std::span<const int64_t> strides) {
+  if (sizes.size() > static_cast<size_t>(kCompactMaxDims) || strides.size() != sizes.size()) {
+    return false;
+  }
+  for (int64_t s : sizes) {
+    if (s < 0 || s > int64_t{UINT32_MAX}) return false;
+  }
+  return contiguous_layout(sizes, strides);
+}
+
+void put_compact_header(Writer& w, ScalarType dtype, std::span<const int64_t> sizes) {
+  w.put<uint32_t>(kCompactMagic);
+  w.put<uint8_t>(static_cast<uint8_t>(dtype));
+  w.put<uint8_t>(static_cast<uint8_t>(sizes.size()));
+  w.put<uint16_t>(kWireVersion);
+  for (int64_t s : sizes) w.put<uint32_t>(static_cast<uint32_t>(s));
+}
+
+}  // namespace
+
+bool compact_header_fits(const TensorHeader& header) {
+  return header.payload_inline && compact_fits(header.sizes, header.strides);
+}
+
 std::vector<std::byte> encode_tensor_header(const TensorHeader& header,
                                             std::span<const std::byte> inline_payload) {
   std::vector<std::byte> out;
@@ -86,6 +126,13 @@ void encode_tensor_header(const TensorHeader& header, std::span<const std::byte>
                  "transport: an inline payload of ", header.payload_bytes, " bytes was announced, ",
                  "but ", inline_payload.size(), " were given");
   const size_t ndim = header.sizes.size();
+  if (compact_header_fits(header)) {
+    out.resize(compact_header_bytes(ndim) + inline_payload.size());
+    Writer w(out.data());
+    put_compact_header(w, header.dtype, header.sizes);
+    w.put_bytes(inline_payload.data(), inline_payload.size());
+    return;
+  }
   out.resize(encoded_header_bytes(ndim) + (header.payload_inline ? inline_payload.size() : 0));
   Writer w(out.data());
   w.put<uint32_t>(kTensorMagic);
@@ -108,6 +155,13 @@ ExpectedHeader expected_header(ScalarType dtype, std::span<const int64_t> sizes,
     return out;
   }
   Writer w(out.bytes.data());
+  out.payload_bytes = payload_bytes;
+  if (compact_fits(sizes, strides)) {  // as encode_tensor_header would send it
+    put_compact_header(w, dtype, sizes);
+    out.size = static_cast<uint8_t>(w.at());
+    out.compact = true;
+    return out;
+  }
   w.put<uint32_t>(kTensorMagic);
   w.put<uint16_t>(kWireVersion);
   w.put<uint8_t>(static_cast<uint8_t>(dtype));
@@ -125,9 +179,13 @@ ExpectedHeader expected_header(ScalarType dtype, std::span<const int64_t> sizes,
 
 std::optional<std::span<const std::byte>> match_expected_header(std::span<const std::byte> message,
                                                                 const ExpectedHeader& expected) {
-  constexpr size_t kSeqAt = 16, kSeqEnd = 24;  // the sequence number's bytes
+  constexpr size_t kSeqAt = 16, kSeqEnd = 24;  // the full form's sequence number
   if (expected.size == 0 || message.size() != expected.size + expected.payload_bytes) {
     return std::nullopt;
+  }
+  if (expected.compact) {
+    if (std::memcmp(message.data(), expected.bytes.data(), expected.size) != 0) return std::nullopt;
+    return message.subspan(expected.size);
   }
   if (std::memcmp(message.data(), expected.bytes.data(), kSeqAt) != 0 ||
       std::memcmp(message.data() + kSeqEnd, expected.bytes.data() + kSeqEnd,
@@ -137,8 +195,86 @@ std::optional<std::span<const std::byte>> match_expected_header(std::span<const 
   return message.subspan(expected.size);
 }
 
+namespace {
+
+// The checks of the full form below, for the compact one (whose layout is contiguous by
+// construction and whose payload is inline).
+DecodedHeader decode_compact_header(std::span<const std::byte> message, uint64_t max_payload_bytes,
+                                    FunctionRef<std::string()> from) {
+  if (message.size() < kCompactFixedBytes) {
+    malformed(from(), "expected at least " + std::to_string(kCompactFixedBytes) +
+                          " bytes for a compact header, got " + std::to_string(message.size()));
+  }
+  Reader r(message);
+  r.get<uint32_t>();  // the magic number, read by the caller
+  const auto dtype = r.get<uint8_t>();
+  const auto ndim = r.get<uint8_t>();
+  const auto version = r.get<uint16_t>();
+  if (version != kWireVersion) {
+    malformed(from(), "expected wire version " + std::to_string(kWireVersion) + ", got " +
+                          std::to_string(version));
+  }
+  if (dtype >= kNumScalarTypes) {
+    malformed(from(), "expected a dtype code below " + std::to_string(kNumScalarTypes) + ", got " +
+                          std::to_string(dtype));
+  }
+  if (ndim > kCompactMaxDims) {
+    malformed(from(), "expected at most " + std::to_string(kCompactMaxDims) +
+                          " dimensions in a compact header, got " + std::to_string(ndim));
+  }
+  const size_t header_bytes = compact_header_bytes(ndim);
+  if (message.size() < header_bytes) {
+    malformed(from(), "expected " + std::to_string(header_bytes) + " bytes for " +
+                          std::to_string(ndim) + " dimensions, got " +
+                          std::to_string(message.size()));
+  }
+  DecodedHeader out;
+  TensorHeader& h = out.header;
+  h.dtype = static_cast<ScalarType>(dtype);
+  h.payload_inline = true;
+  h.sizes.resize(ndim);
+  uint64_t numel = 1;
+  for (auto& s : h.sizes) {
+    const uint32_t size = r.get<uint32_t>();
+    s = size;
+    if (__builtin_mul_overflow(numel, uint64_t{size}, &numel)) {
+      malformed(from(), "the sizes' product overflows 64 bits");
+    }
+  }
+  if (__builtin_mul_overflow(numel, static_cast<uint64_t>(element_size(h.dtype)),
+                             &h.payload_bytes) ||
+      h.payload_bytes > max_payload_bytes) {
+    malformed(from(), "expected a payload of at most " + std::to_string(max_payload_bytes) +
+                          " bytes (EndpointOptions::max_message_bytes), got " +
+                          std::to_string(numel) + " elements of " +
+                          std::string(dtype_name(h.dtype)));
+  }
+  if (message.size() != header_bytes + h.payload_bytes) {
+    malformed(from(), "expected a message of " + std::to_string(header_bytes + h.payload_bytes) +
+                          " bytes, got " + std::to_string(message.size()));
+  }
+  // The contiguous strides; their product can only overflow next to a size of 0.
+  h.strides.resize(ndim);
+  int64_t stride = 1;
+  for (size_t d = ndim; d-- > 0;) {
+    h.strides[d] = stride;
+    if (d > 0 && __builtin_mul_overflow(stride, std::max<int64_t>(h.sizes[d], 1), &stride)) {
+      malformed(from(), "the contiguous strides of sizes with a 0 overflow 64 bits");
+    }
+  }
+  out.inline_payload = message.subspan(header_bytes, h.payload_bytes);
+  return out;
+}
+
+}  // namespace
+
 DecodedHeader decode_tensor_header(std::span<const std::byte> message, uint64_t max_payload_bytes,
                                    FunctionRef<std::string()> from) {
+  if (message.size() >= sizeof(uint32_t)) {
+    uint32_t magic = 0;
+    std::memcpy(&magic, message.data(), sizeof(magic));
+    if (magic == kCompactMagic) return decode_compact_header(message, max_payload_bytes, from);
+  }
   if (message.size() < kHeaderFixedBytes) {
     malformed(from(), "expected at least " + std::to_string(kHeaderFixedBytes) + " bytes, got " +
                           std::to_string(message.size()));

@@ -409,14 +409,19 @@ TEST(TransportEndpoint, SmallReceivesTakeTheHeaderTheyExpectAndFallBackOtherwise
     expect_same(rx.recv(early_into, from, 12).get(), early);
     EXPECT_EQ(rx.recv_stats().expected_header, 5u);
     EXPECT_EQ(rx.recv_stats().in_callback, 4u);
-    // Other strides for the same dense bytes (a size-1 dimension's stride): the general path,
-    // which lands it all the same.
+    // A size-1 dimension's stride does not matter: contiguous all the same, the expected header.
     const Tensor odd_strides = randn({2, 1}, kFloat32, &gen).t();  // sizes {1, 2}, strides {1, 1}
     ASSERT_EQ(odd_strides.stride(0), 1);
-    const Tensor plain_into = empty({1, 2}, TensorOptions(kFloat32));
-    auto odd = rx.recv(plain_into, from, 14);
+    auto odd = rx.recv(empty({1, 2}, TensorOptions(kFloat32)), from, 14);
     tx.send(odd_strides, to, 14).wait();
     expect_same(odd.get(), odd_strides);
+    EXPECT_EQ(rx.recv_stats().expected_header, 6u);
+    // A dense tensor in another layout (a transpose) into a contiguous one: the general path,
+    // which lands it in the sent layout and copies it over.
+    const Tensor transposed = randn({2, 3}, kFloat32, &gen).t();  // sizes {3, 2}, strides {1, 3}
+    auto other_layout = rx.recv(empty({3, 2}, TensorOptions(kFloat32)), from, 14);
+    tx.send(transposed, to, 14).wait();
+    expect_same(other_layout.get(), transposed);
     // Another dtype: refused, naming both.
     auto wrong = rx.recv(empty({3, 2}, TensorOptions(kFloat32)), from, 15);
     tx.send(randn({3, 2}, kFloat64, &gen), to, 15).wait();
@@ -427,8 +432,8 @@ TEST(TransportEndpoint, SmallReceivesTakeTheHeaderTheyExpectAndFallBackOtherwise
     auto big_recv = rx.recv(empty({4096}, TensorOptions(kFloat32)), from, 16);
     tx.send(big, to, 16).wait();
     expect_same(big_recv.get(), big);
-    EXPECT_EQ(rx.recv_stats().expected_header, 5u);
-    EXPECT_EQ(rx.recv_stats().in_callback, 4u);
+    EXPECT_EQ(rx.recv_stats().expected_header, 6u);
+    EXPECT_EQ(rx.recv_stats().in_callback, 5u);
   }
 }
 

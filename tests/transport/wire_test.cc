@@ -94,6 +94,95 @@ TEST(TransportWire, EachCorruptedFieldIsRefusedNamingIt) {
   EXPECT_THAT(decode_error(longer), HasSubstr("expected a message of 80 bytes, got 81"));
 }
 
+// An inline payload in a contiguous layout of at most 4 dimensions goes in the compact form
+// (sizes only): it decodes to the header it was made from, with contiguous strides; every field
+// is checked as in the full form.
+TEST(TransportWire, CompactHeadersRoundTripAndEachCorruptedFieldIsRefused) {
+  TensorHeader h;
+  h.dtype = kFloat32;
+  h.sizes = {2};
+  h.strides = {1};
+  h.payload_bytes = 8;
+  h.payload_inline = true;
+  h.seq = 77;  // not sent: only a separate payload message needs it
+  const std::vector<std::byte> payload = {std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4},
+                                          std::byte{5}, std::byte{6}, std::byte{7}, std::byte{8}};
+  ASSERT_TRUE(compact_header_fits(h));
+  const auto message = encode_tensor_header(h, payload);
+  EXPECT_EQ(message.size(), kCompactFixedBytes + 4 + 8);  // 20 bytes, against 56 in full
+  const auto decoded = decode_tensor_header(message, 1 << 30, "peer P");
+  EXPECT_EQ(decoded.header.dtype, kFloat32);
+  EXPECT_EQ(decoded.header.sizes, h.sizes);
+  EXPECT_EQ(decoded.header.strides, h.strides);
+  EXPECT_EQ(decoded.header.payload_bytes, 8u);
+  EXPECT_TRUE(decoded.header.payload_inline);
+  ASSERT_EQ(decoded.inline_payload.size(), 8u);
+  EXPECT_TRUE(std::equal(payload.begin(), payload.end(), decoded.inline_payload.begin()));
+  // Not compact: a separate payload, a transpose, five dimensions, a size of 2^32.
+  TensorHeader separate = h;
+  separate.payload_inline = false;
+  EXPECT_FALSE(compact_header_fits(separate));
+  EXPECT_EQ(decode_tensor_header(encode_tensor_header(separate), 8, "p").header.seq, 77u);
+  TensorHeader transposed = sample_header();
+  transposed.payload_inline = true;
+  EXPECT_FALSE(compact_header_fits(transposed));
+  TensorHeader five = h;
+  five.sizes = {1, 1, 2, 1, 1};
+  five.strides = {2, 2, 1, 1, 1};
+  EXPECT_FALSE(compact_header_fits(five));
+  TensorHeader huge = h;
+  huge.sizes = {int64_t{1} << 32};
+  EXPECT_FALSE(compact_header_fits(huge));
+  // A 3-d contiguous one with a size-1 dimension of any stride, and an empty one.
+  TensorHeader three;
+  three.dtype = kInt16;
+  three.sizes = {3, 1, 2};
+  three.strides = {2, 7, 1};
+  three.payload_bytes = 12;
+  three.payload_inline = true;
+  const std::vector<std::byte> twelve(12, std::byte{9});
+  const auto three_decoded =
+      decode_tensor_header(encode_tensor_header(three, twelve), 1 << 30, "p").header;
+  EXPECT_EQ(three_decoded.sizes, three.sizes);
+  EXPECT_EQ(three_decoded.strides, (DimVector{2, 2, 1}));
+  TensorHeader empty;
+  empty.sizes = {0, 5};
+  empty.strides = {5, 1};
+  empty.payload_inline = true;
+  EXPECT_EQ(encode_tensor_header(empty).size(), kCompactFixedBytes + 8);
+  EXPECT_EQ(decode_tensor_header(encode_tensor_header(empty), 0, "p").header.sizes, empty.sizes);
+
+  const auto corrupt = [&](size_t offset, auto value) {
+    auto m = message;
+    std::memcpy(m.data() + offset, &value, sizeof(value));
+    return decode_error(m);
+  };
+  EXPECT_THAT(corrupt(4, uint8_t{200}), HasSubstr("expected a dtype code below"));
+  EXPECT_THAT(corrupt(5, uint8_t{5}),
+              HasSubstr("expected at most 4 dimensions in a compact header, got 5"));
+  EXPECT_THAT(corrupt(6, uint16_t{9}), HasSubstr("expected wire version 1, got 9"));
+  EXPECT_THAT(corrupt(8, uint32_t{3}), HasSubstr("expected a message of 24 bytes, got 20"));
+  EXPECT_THAT(corrupt(5, uint8_t{4}), HasSubstr("expected 24 bytes for 4 dimensions, got 20"));
+  EXPECT_THAT(decode_error(message, 4),
+              HasSubstr("expected a payload of at most 4 bytes (EndpointOptions::max_message_bytes"
+                        "), got 2 elements of float32"));
+  auto truncated = message;
+  truncated.resize(6);
+  EXPECT_THAT(decode_error(truncated),
+              HasSubstr("expected at least 8 bytes for a compact header, got 6"));
+  // Four sizes of 2^32 - 1: the product overflows.
+  std::vector<std::byte> overflowing(kCompactFixedBytes + 16);
+  std::memcpy(overflowing.data(), message.data(), 4);
+  overflowing[4] = std::byte{static_cast<uint8_t>(kUInt8)};
+  overflowing[5] = std::byte{4};
+  std::memcpy(overflowing.data() + 6, message.data() + 6, 2);
+  std::fill(overflowing.begin() + 8, overflowing.end(), std::byte{0xff});
+  EXPECT_THAT(decode_error(overflowing), HasSubstr("the sizes' product overflows 64 bits"));
+  // A first size of 0: no elements, but the other sizes' contiguous strides overflow.
+  std::memset(overflowing.data() + 8, 0, 4);
+  EXPECT_THAT(decode_error(overflowing), HasSubstr("strides of sizes with a 0 overflow"));
+}
+
 // Random bytes, and valid headers with random bytes flipped: every one either decodes to a header
 // that passes the checks or raises TransportError; nothing else happens.
 TEST(TransportWire, RandomAndMutatedBytesNeverGetPastTheChecks) {
@@ -102,9 +191,19 @@ TEST(TransportWire, RandomAndMutatedBytesNeverGetPastTheChecks) {
   int accepted = 0;
   for (int i = 0; i < 20000; ++i) {
     std::vector<std::byte> message;
-    if (i % 2 == 0) {
+    if (i % 3 == 0) {
       message.resize(rng() % 400);
       for (auto& b : message) b = std::byte(rng());
+    } else if (i % 3 == 1) {
+      TensorHeader compact;  // a [3, 4] float32 with its payload: the compact form
+      compact.sizes = {3, 4};
+      compact.strides = {4, 1};
+      compact.payload_bytes = 48;
+      compact.payload_inline = true;
+      message = encode_tensor_header(compact, std::vector<std::byte>(48));
+      for (int flips = 1 + int(rng() % 4); flips > 0; --flips) {
+        message[rng() % message.size()] = std::byte(rng());
+      }
     } else {
       message = encode_tensor_header(sample_header());
       for (int flips = 1 + int(rng() % 4); flips > 0; --flips) {
@@ -122,6 +221,17 @@ TEST(TransportWire, RandomAndMutatedBytesNeverGetPastTheChecks) {
     }
   }
   EXPECT_GT(accepted, 0);  // some mutations (e.g. of the sequence number) stay valid
+}
+
+// The same layout of the same elements: equal strides wherever a size is above 1 (or no
+// elements at all).
+bool same_dense_layout(const TensorHeader& a, const TensorHeader& b) {
+  if (a.sizes != b.sizes) return false;
+  if (std::find(a.sizes.begin(), a.sizes.end(), 0) != a.sizes.end()) return true;
+  for (size_t d = 0; d < a.sizes.size(); ++d) {
+    if (a.sizes[d] > 1 && a.strides[d] != b.strides[d]) return false;
+  }
+  return true;
 }
 
 // A random dense layout of up to `max_dims` dimensions (sizes 0-4, any order of strides).
@@ -163,7 +273,8 @@ TEST(TransportWire, TheExpectedHeaderMatchesItsOwnEncodingOnly) {
     for (auto& b : payload) b = std::byte(rng());
     const auto message = encode_tensor_header(h, payload);
     const ExpectedHeader expected = expected_header(h.dtype, h.sizes, h.strides, h.payload_bytes);
-    ASSERT_EQ(expected.size, encoded_header_bytes(h.sizes.size()));
+    ASSERT_EQ(expected.size + payload.size(), message.size());  // the form the encoder chose
+    EXPECT_EQ(expected.compact, compact_header_fits(h));
     const auto taken = match_expected_header(message, expected);
     ASSERT_TRUE(taken.has_value()) << "dims " << h.sizes.size();
     ASSERT_EQ(taken->size(), payload.size());
@@ -173,7 +284,7 @@ TEST(TransportWire, TheExpectedHeaderMatchesItsOwnEncodingOnly) {
     auto mutant = message;
     const size_t at = rng() % mutant.size();
     mutant[at] ^= std::byte(1 + rng() % 255);
-    const bool in_seq = at >= 16 && at < 24;
+    const bool in_seq = !expected.compact && at >= 16 && at < 24;
     const bool in_payload = at >= expected.size;
     const auto mutant_taken = match_expected_header(mutant, expected);
     EXPECT_EQ(mutant_taken.has_value(), in_seq || in_payload) << "byte " << at;
@@ -182,7 +293,7 @@ TEST(TransportWire, TheExpectedHeaderMatchesItsOwnEncodingOnly) {
       const auto decoded = decode_tensor_header(mutant, 1 << 20, "peer P").header;
       EXPECT_EQ(decoded.dtype, h.dtype);
       EXPECT_EQ(decoded.sizes, h.sizes);
-      EXPECT_EQ(decoded.strides, h.strides);
+      EXPECT_TRUE(same_dense_layout(decoded, h));
     }
     // One byte more or less, and a header without its payload inline: no match.
     auto longer = message;
