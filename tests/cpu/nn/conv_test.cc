@@ -99,7 +99,8 @@ TEST(NnConv, AllThreeKernelsMatchFloat64LoopsOnRandomConfigurations) {
 
 // NCHW forward convolutions larger than 1 x 1 run on oneDNN's channels-last or blocked layouts,
 // with the input, weights and output reordered around the primitive (Note [Blocked forward
-// convolution] in conv.cc): ResNet's stem (3 input channels, 7 x 7, stride 2), a 3 x 3 layer whose
+// convolution] in conv.cc): ResNet's stem (3 input channels, 7 x 7, stride 2; two 16-channel blocks
+// of output, copied back by the copy engine: Note [Activation reorders]), a 3 x 3 layer whose
 // channels are no multiple of the 16-channel block, with a bias, a grouped one, and an output
 // written into a sliced tensor; the cached entry is used twice.
 TEST(NnConv, BlockedForwardOfNchwInputsMatchesFloat64Loops) {
@@ -116,7 +117,7 @@ TEST(NnConv, BlockedForwardOfNchwInputsMatchesFloat64Loops) {
   same.padding = {1, 1};
   Conv2dParams grouped = same;
   grouped.groups = 2;
-  const Case cases[] = {{{2, 3, 20, 18, 16, 7, 7, stem}, false},
+  const Case cases[] = {{{2, 3, 20, 18, 32, 7, 7, stem}, false},
                         {{2, 20, 9, 11, 24, 3, 3, same}, true},
                         {{1, 32, 8, 8, 32, 3, 3, grouped}, false}};
   for (const Case& k : cases) {

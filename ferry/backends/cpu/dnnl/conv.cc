@@ -235,13 +235,22 @@ bool blocked_forward_pays(const std::string& impl, const Tensor& w) {
   return fallback && w.size(2) * w.size(3) > 1;
 }
 
+// Note [Activation reorders]: the blocked path's reorders of the activations (NCHW to
+// channels-last or nChw16c and back) go through ferry's copy engine (onednn::copy_into_memory),
+// not oneDNN's reorder primitive. oneDNN 2.6's reorder ("jit:uni") took 10.0 ms for the
+// ResNet stem's 8 x 64 x 112 x 112 float32 output from channels-last to NCHW on one core of an
+// Intel Xeon VM (51 MB moved, 5 GB/s), and its nChw16c to NCHW reorder ("jit:blk") 6.3 ms;
+// the copy engine moves such permutations at about memcpy's speed (docs/kernels.md).
+
 // Rebuilds e's forward primitive with activations and weights in the layouts oneDNN prefers,
 // with the reorders from and to the caller's layouts, when oneDNN then picks a direct kernel;
 // leaves e as it is otherwise.
 void try_blocked_forward(ConvEntry& e, const dnnl::memory::desc& x_md,
                          const dnnl::memory::desc& w_md, const dnnl::memory::desc& b_md,
                          const dnnl::memory::desc& y_md, const ConvConfig& config) {
-  // Channels-last activations first (oneDNN's brgconv kernels, the fastest on AVX-512 CPUs),
+  // First whatever layouts oneDNN prefers, if that keeps the caller's input layout (its direct
+  // kernels for few input channels read NCHW as it is, and write nChw16c): no input reorder.
+  // Else channels-last activations (oneDNN's brgconv kernels, the fastest on AVX-512 CPUs),
   // then whatever layouts oneDNN prefers.
   const auto nhwc = [](const dnnl::memory::desc& md) {
     return dnnl::memory::desc(md.dims(), md.data_type(), dnnl::memory::format_tag::nhwc);
@@ -249,8 +258,8 @@ void try_blocked_forward(ConvEntry& e, const dnnl::memory::desc& x_md,
   dnnl::convolution_forward::primitive_desc pd;
   std::string impl;
   bool found = false;
-  for (int attempt = 0; attempt < 2 && !found; ++attempt) {
-    const bool cl = attempt == 0;
+  for (int attempt = 0; attempt < 3 && !found; ++attempt) {
+    const bool cl = attempt == 1;
     if (cl && x_md == nhwc(x_md)) continue;  // the caller's layout already is channels-last
     try {
       pd = forward_pd(cl ? nhwc(x_md) : any_like(x_md), any_like(w_md), b_md,
@@ -259,7 +268,8 @@ void try_blocked_forward(ConvEntry& e, const dnnl::memory::desc& x_md,
       continue;  // no such kernel for this problem
     }
     impl = pd.impl_info_str();
-    found = impl.find("gemm") == std::string::npos && !onednn::is_reference_impl(pd);
+    found = impl.find("gemm") == std::string::npos && !onednn::is_reference_impl(pd) &&
+            (attempt != 0 || pd.src_desc() == x_md);
   }
   if (!found) return;  // the plain-layout primitive stays
   attach_weights_reorder(e, w_md, pd.weights_desc(), false);
@@ -318,9 +328,11 @@ bool forward_onednn(const Tensor& out, const Tensor& input, const Tensor& weight
       w_mem = reordered;
     }
     dnnl::memory x_mem = onednn::memory_of(x_md, x);
-    if (entry->reorder_src) {
+    if (entry->reorder_src) {  // Note [Activation reorders]
       dnnl::memory reordered = onednn::scratch_memory(entry->src_md, 2);
-      run_reorder(entry->src_reorder, entry->src_reorder_scratchpad_bytes, x_mem, reordered);
+      if (!onednn::copy_into_memory(x, reordered)) {
+        run_reorder(entry->src_reorder, entry->src_reorder_scratchpad_bytes, x_mem, reordered);
+      }
       x_mem = reordered;
     }
     const dnnl::memory y_mem = onednn::memory_of(y_md, y.get());
@@ -330,7 +342,7 @@ bool forward_onednn(const Tensor& out, const Tensor& input, const Tensor& weight
         {DNNL_ARG_SRC, x_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, y_used}};
     if (b.defined()) args.emplace(DNNL_ARG_BIAS, onednn::memory_of(b_md, b));
     onednn::execute(*entry, args);
-    if (entry->reorder_dst) {
+    if (entry->reorder_dst && !onednn::copy_from_memory(y_used, y.get())) {
       run_reorder(entry->dst_reorder, entry->dst_reorder_scratchpad_bytes, y_used, y_mem);
     }
   } catch (const dnnl::error& err) {

@@ -11,9 +11,12 @@
 #include <cstring>
 #include <list>
 #include <mutex>
+#include <optional>
 
 #include "ferry/backends/cpu/dnnl/nn_support.h"
 #include "ferry/backends/cpu/dnnl/primitive_cache.h"
+#include "ferry/core/size_math.h"
+#include "ferry/core/storage.h"
 #include "ferry/iter/parallel.h"
 
 namespace ferry::cpu::onednn {
@@ -143,6 +146,86 @@ dnnl::memory scratch_memory(const dnnl::memory::desc& desc, int slot) {
               " is outside [0, ", ScratchBuffers::kSlots, ")");
   const size_t bytes = std::max<size_t>(desc.get_size(), 1);
   return dnnl::memory(desc, engine(), scratch_buffers().get(slot, bytes));
+}
+
+namespace {
+
+// A host tensor over `data` (not owning it).
+Tensor host_view(void* data, IntArrayRef sizes, IntArrayRef strides, ScalarType dtype) {
+  const auto itemsize = static_cast<size_t>(element_size(dtype));
+  const auto nbytes = static_cast<size_t>(
+      checked_storage_nbytes(sizes, strides, 0, itemsize, "oneDNN memory view"));
+  return make_tensor(Storage(DataPtr(data, Device(DeviceType::CPU)), nbytes), dtype, sizes,
+                     strides);
+}
+
+// `mem` and `plain` as two host views of equal sizes whose elements correspond one to one: the
+// dims themselves for a strided layout; for a layout blocking dimension k by b (no padding), k
+// split into [dims[k] / b, b] in both, the block's stride 1 in mem's. Nothing for other layouts.
+std::optional<std::pair<Tensor, Tensor>> paired_views(const dnnl::memory& mem,
+                                                      const Tensor& plain) {
+  const dnnl::memory::desc md = mem.get_desc();
+  const dnnl_memory_desc_t& d = md.data;
+  const int ndims = d.ndims;
+  if (d.format_kind != dnnl_blocked || d.offset0 != 0 || ndims != plain.dim()) return std::nullopt;
+  for (int i = 0; i < ndims; ++i) {
+    if (d.padded_dims[i] != d.dims[i] || d.padded_offsets[i] != 0 || d.dims[i] != plain.size(i)) {
+      return std::nullopt;
+    }
+  }
+  const dnnl_blocking_desc_t& blk = d.format_desc.blocking;
+  DimVector mem_sizes, mem_strides, plain_sizes, plain_strides;
+  int blocked = -1;
+  int64_t block = 1;
+  if (blk.inner_nblks == 1) {
+    blocked = static_cast<int>(blk.inner_idxs[0]);
+    block = blk.inner_blks[0];
+    if (blocked < 0 || blocked >= ndims || block <= 0 || d.dims[blocked] % block != 0) {
+      return std::nullopt;
+    }
+  } else if (blk.inner_nblks != 0) {
+    return std::nullopt;
+  }
+  for (int i = 0; i < ndims; ++i) {
+    if (i == blocked) {
+      mem_sizes.push_back(d.dims[i] / block);
+      mem_sizes.push_back(block);
+      mem_strides.push_back(blk.strides[i]);
+      mem_strides.push_back(1);
+      plain_sizes.push_back(d.dims[i] / block);
+      plain_sizes.push_back(block);
+      plain_strides.push_back(plain.stride(i) * block);
+      plain_strides.push_back(plain.stride(i));
+    } else {
+      mem_sizes.push_back(d.dims[i]);
+      mem_strides.push_back(blk.strides[i]);
+      plain_sizes.push_back(plain.size(i));
+      plain_strides.push_back(plain.stride(i));
+    }
+  }
+  const ScalarType dtype = plain.scalar_type();
+  if (md.data_type() != data_type_of(dtype, "reorder") ||
+      static_cast<size_t>(element_size(dtype)) * plain.numel() != md.get_size()) {
+    return std::nullopt;  // another data type, or a layout with gaps
+  }
+  return std::pair{host_view(mem.get_data_handle(), mem_sizes, mem_strides, dtype),
+                   host_view(plain.data_ptr(), plain_sizes, plain_strides, dtype)};
+}
+
+}  // namespace
+
+bool copy_into_memory(const Tensor& plain, const dnnl::memory& mem) {
+  auto views = paired_views(mem, plain);
+  if (!views) return false;
+  if (plain.numel() > 0) views->first.copy_(views->second);
+  return true;
+}
+
+bool copy_from_memory(const dnnl::memory& mem, const Tensor& plain) {
+  auto views = paired_views(mem, plain);
+  if (!views) return false;
+  if (plain.numel() > 0) views->second.copy_(views->first);
+  return true;
 }
 
 bool is_reference_impl(const dnnl::primitive_desc_base& pd) {

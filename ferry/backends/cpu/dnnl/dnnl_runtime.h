@@ -57,6 +57,13 @@ dnnl::memory memory_of(const dnnl::memory::desc& desc, const Tensor& t);
 // A memory object over `bytes` of this thread's scratch buffer number `slot` (0 is the
 // scratchpad's); grows it as needed. Valid until the next call with the same slot on this thread.
 dnnl::memory scratch_memory(const dnnl::memory::desc& desc, int slot);
+// Copies the elements of `plain` (a host tensor of mem's dims and data type, any strides) into
+// `mem`, or back, with ferry's copy engine instead of a oneDNN reorder: for a plain strided
+// layout (NCHW <-> NHWC) or one blocked on a single dimension without padding (nChw16c), where
+// oneDNN 2.6's reorders run at a fraction of memory speed (Note [Activation reorders] in
+// conv.cc). False, copying nothing, when mem's layout is another kind.
+bool copy_into_memory(const Tensor& plain, const dnnl::memory& mem);
+bool copy_from_memory(const dnnl::memory& mem, const Tensor& plain);
 
 // True when oneDNN picked its reference (scalar, unvectorized) implementation.
 bool is_reference_impl(const dnnl::primitive_desc_base& pd);
