@@ -13,7 +13,7 @@ namespace {
 constexpr uint32_t kTensorMagic = 0x534e5446;     // "FTNS"
 constexpr uint32_t kCompactMagic = 0x634e5446;    // "FTNc": the compact form
 constexpr uint32_t kHandshakeMagic = 0x48595246;  // "FRYH"
-constexpr uint16_t kWireVersion = 1;
+constexpr uint16_t kWireVersion = 2;  // 2: the compact header (a version-1 peer could not read it)
 constexpr uint32_t kInlineFlag = 1;
 
 class Writer {

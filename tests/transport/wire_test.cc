@@ -69,7 +69,7 @@ std::vector<std::byte> corrupted(size_t offset, T value) {
 
 TEST(TransportWire, EachCorruptedFieldIsRefusedNamingIt) {
   EXPECT_THAT(decode_error(corrupted<uint32_t>(0, 0xdeadbeef)), HasSubstr("wrong magic number"));
-  EXPECT_THAT(decode_error(corrupted<uint16_t>(4, 9)), HasSubstr("expected wire version 1, got 9"));
+  EXPECT_THAT(decode_error(corrupted<uint16_t>(4, 9)), HasSubstr("expected wire version 2, got 9"));
   EXPECT_THAT(decode_error(corrupted<uint8_t>(6, 200)), HasSubstr("expected a dtype code below"));
   EXPECT_THAT(decode_error(corrupted<uint8_t>(7, 17)),
               HasSubstr("expected at most 16 dimensions, got 17"));
@@ -160,7 +160,7 @@ TEST(TransportWire, CompactHeadersRoundTripAndEachCorruptedFieldIsRefused) {
   EXPECT_THAT(corrupt(4, uint8_t{200}), HasSubstr("expected a dtype code below"));
   EXPECT_THAT(corrupt(5, uint8_t{5}),
               HasSubstr("expected at most 4 dimensions in a compact header, got 5"));
-  EXPECT_THAT(corrupt(6, uint16_t{9}), HasSubstr("expected wire version 1, got 9"));
+  EXPECT_THAT(corrupt(6, uint16_t{9}), HasSubstr("expected wire version 2, got 9"));
   EXPECT_THAT(corrupt(8, uint32_t{3}), HasSubstr("expected a message of 24 bytes, got 20"));
   EXPECT_THAT(corrupt(5, uint8_t{4}), HasSubstr("expected 24 bytes for 4 dimensions, got 20"));
   EXPECT_THAT(decode_error(message, 4),
@@ -332,6 +332,12 @@ TEST(TransportWire, HandshakeRecordsRoundTripAndRefuseTheWrongKind) {
   EXPECT_EQ(back.name, std::string(kNameBytes - 1, 'x'));
   EXPECT_THAT(ferry::testing::error_of<TransportError>([&] { decode_handshake(bytes, 3, "p"); }),
               HasSubstr("expected handshake record 3 from p, got 2"));
+  // A peer of another wire version (version 1 could not read compact headers) is refused at once.
+  auto older = bytes;
+  const uint16_t version_1 = 1;
+  std::memcpy(older.data() + 4, &version_1, sizeof(version_1));
+  EXPECT_THAT(ferry::testing::error_of<TransportError>([&] { decode_handshake(older, 2, "p"); }),
+              HasSubstr("p speaks wire version 1, expected 2"));
 }
 
 TEST(TransportAuth, AProofVerifiesOnlyForItsSecretRoleAndNonces) {
