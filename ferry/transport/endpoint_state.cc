@@ -297,16 +297,20 @@ bool EndpointState::quick_progress_locked() {
   return true;
 }
 
-void EndpointState::handle_completion(const Completion& c) {
-  Operation& op = *c.op;
-  if (c.request != nullptr) {
-    if (void** it = std::find(op.requests.begin(), op.requests.end(), c.request);
+void EndpointState::release_request_locked(Operation& op, void* request) {
+  if (request != nullptr) {
+    if (void** it = std::find(op.requests.begin(), op.requests.end(), request);
         it != op.requests.end()) {
       op.requests.erase(it);
     }
-    ucp_request_free(c.request);
+    ucp_request_free(request);  // (UCX allows it from the request's own callback)
   }
   --op.outstanding;
+}
+
+void EndpointState::handle_completion(const Completion& c) {
+  Operation& op = *c.op;
+  release_request_locked(op, c.request);
   const std::shared_ptr<Operation> keep = op.self;  // untrack() below may drop the last owner
   if (op.status == OpStatus::pending) {
     if (c.status != UCS_OK) {

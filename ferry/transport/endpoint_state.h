@@ -156,6 +156,9 @@ class EndpointState {
   // nothing, otherwise (the message is then handled as a completion).
   bool finish_small_recv_locked(Operation& op, void* request, size_t length);
   bool take_expected_header_locked(Operation& op, size_t length);
+  // Forgets a UCX request of `op` that completed (nullptr: one that failed when posted), frees it
+  // and counts it off op.outstanding.
+  void release_request_locked(Operation& op, void* request);
   // Whether a strided tensor sent to `conn` as a list of rows beats packing it: when the data
   // goes over shared memory only (decided once per connection from UCX's lanes).
   bool rows_pay_locked(Connection& conn);

@@ -160,9 +160,6 @@ void EndpointState::post_send_locked(const std::shared_ptr<Operation>& op, Conne
   }
 }
 
-// The header of a receive arrived: validate it, decide where the payload lands (the destination
-// itself when it is on the CPU in the sent layout, else a pinned or plain landing tensor), and
-// take the inline payload or post the payload's receive.
 // The small-tensor path of a receive: when the header message is the one `op` expects (its
 // destination's own, payload inline), lands the payload and completes `op`.
 bool EndpointState::take_expected_header_locked(Operation& op, size_t length) {
@@ -181,17 +178,15 @@ bool EndpointState::finish_small_recv_locked(Operation& op, void* request, size_
   if (op.posting || op.header_received || op.status != OpStatus::pending) return false;
   if (!take_expected_header_locked(op, length)) return false;
   op.header_received = true;
-  if (void** it = std::find(op.requests.begin(), op.requests.end(), request);
-      it != op.requests.end()) {
-    op.requests.erase(it);
-  }
-  ucp_request_free(request);  // (UCX allows it from the request's own callback)
-  --op.outstanding;
+  release_request_locked(op, request);
   ++recv_stats.in_callback;
   if (op.outstanding == 0) untrack(op);  // may free op
   return true;
 }
 
+// The header of a receive arrived: validate it, decide where the payload lands (the destination
+// itself when it is on the CPU in the sent layout, else a pinned or plain landing tensor), and
+// take the inline payload or post the payload's receive.
 void EndpointState::handle_header(Operation& op, size_t length) {
   if (take_expected_header_locked(op, length)) return;
   const std::span<const std::byte> message(op.header_buffer.get(), length);

@@ -71,17 +71,6 @@ namespace {
 
 size_t compact_header_bytes(size_t ndim) { return kCompactFixedBytes + 4 * ndim; }
 
-// Row-major contiguous (the strides of size-1 dimensions do not matter), or no elements at all.
-bool contiguous_layout(std::span<const int64_t> sizes, std::span<const int64_t> strides) {
-  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return true;
-  int64_t expected = 1;
-  for (size_t d = sizes.size(); d-- > 0;) {
-    if (sizes[d] != 1 && strides[d] != expected) return false;
-    expected *= sizes[d];
-  }
-  return true;
-}
-
 bool compact_fits(std::span<const int64_t> sizes, std::span<const int64_t> strides) {
   if (sizes.size() > static_cast<size_t>(kCompactMaxDims) || strides.size() != sizes.size()) {
     return false;
@@ -89,7 +78,23 @@ bool compact_fits(std::span<const int64_t> sizes, std::span<const int64_t> strid
   for (int64_t s : sizes) {
     if (s < 0 || s > int64_t{UINT32_MAX}) return false;
   }
-  return contiguous_layout(sizes, strides);
+  return compute_contiguous(sizes, strides);  // (size-1 dimensions' strides do not matter)
+}
+
+// The full form's fixed part, sizes and strides.
+void put_full_header(Writer& w, ScalarType dtype, std::span<const int64_t> sizes,
+                     std::span<const int64_t> strides, bool payload_inline, uint64_t seq,
+                     uint64_t payload_bytes) {
+  w.put<uint32_t>(kTensorMagic);
+  w.put<uint16_t>(kWireVersion);
+  w.put<uint8_t>(static_cast<uint8_t>(dtype));
+  w.put<uint8_t>(static_cast<uint8_t>(sizes.size()));
+  w.put<uint32_t>(payload_inline ? kInlineFlag : 0);
+  w.put<uint32_t>(0);
+  w.put<uint64_t>(seq);
+  w.put<uint64_t>(payload_bytes);
+  for (int64_t s : sizes) w.put<int64_t>(s);
+  for (int64_t s : strides) w.put<int64_t>(s);
 }
 
 void put_compact_header(Writer& w, ScalarType dtype, std::span<const int64_t> sizes) {
@@ -135,16 +140,8 @@ void encode_tensor_header(const TensorHeader& header, std::span<const std::byte>
   }
   out.resize(encoded_header_bytes(ndim) + (header.payload_inline ? inline_payload.size() : 0));
   Writer w(out.data());
-  w.put<uint32_t>(kTensorMagic);
-  w.put<uint16_t>(kWireVersion);
-  w.put<uint8_t>(static_cast<uint8_t>(header.dtype));
-  w.put<uint8_t>(static_cast<uint8_t>(ndim));
-  w.put<uint32_t>(header.payload_inline ? kInlineFlag : 0);
-  w.put<uint32_t>(0);
-  w.put<uint64_t>(header.seq);
-  w.put<uint64_t>(header.payload_bytes);
-  for (int64_t s : header.sizes) w.put<int64_t>(s);
-  for (int64_t s : header.strides) w.put<int64_t>(s);
+  put_full_header(w, header.dtype, header.sizes, header.strides, header.payload_inline, header.seq,
+                  header.payload_bytes);
   if (header.payload_inline) w.put_bytes(inline_payload.data(), inline_payload.size());
 }
 
@@ -162,18 +159,9 @@ ExpectedHeader expected_header(ScalarType dtype, std::span<const int64_t> sizes,
     out.compact = true;
     return out;
   }
-  w.put<uint32_t>(kTensorMagic);
-  w.put<uint16_t>(kWireVersion);
-  w.put<uint8_t>(static_cast<uint8_t>(dtype));
-  w.put<uint8_t>(static_cast<uint8_t>(sizes.size()));
-  w.put<uint32_t>(kInlineFlag);
-  w.put<uint32_t>(0);
-  w.put<uint64_t>(0);  // the sequence number: not compared
-  w.put<uint64_t>(payload_bytes);
-  for (int64_t s : sizes) w.put<int64_t>(s);
-  for (int64_t s : strides) w.put<int64_t>(s);
+  // (The sequence number, 0 here, is not compared.)
+  put_full_header(w, dtype, sizes, strides, /*payload_inline=*/true, /*seq=*/0, payload_bytes);
   out.size = static_cast<uint8_t>(w.at());
-  out.payload_bytes = payload_bytes;
   return out;
 }
 
@@ -197,6 +185,18 @@ std::optional<std::span<const std::byte>> match_expected_header(std::span<const 
 
 namespace {
 
+// The version and dtype checks both forms make.
+void check_version_and_dtype(uint16_t version, uint8_t dtype, FunctionRef<std::string()> from) {
+  if (version != kWireVersion) {
+    malformed(from(), "expected wire version " + std::to_string(kWireVersion) + ", got " +
+                          std::to_string(version));
+  }
+  if (dtype >= kNumScalarTypes) {
+    malformed(from(), "expected a dtype code below " + std::to_string(kNumScalarTypes) + ", got " +
+                          std::to_string(dtype));
+  }
+}
+
 // The checks of the full form below, for the compact one (whose layout is contiguous by
 // construction and whose payload is inline).
 DecodedHeader decode_compact_header(std::span<const std::byte> message, uint64_t max_payload_bytes,
@@ -210,14 +210,7 @@ DecodedHeader decode_compact_header(std::span<const std::byte> message, uint64_t
   const auto dtype = r.get<uint8_t>();
   const auto ndim = r.get<uint8_t>();
   const auto version = r.get<uint16_t>();
-  if (version != kWireVersion) {
-    malformed(from(), "expected wire version " + std::to_string(kWireVersion) + ", got " +
-                          std::to_string(version));
-  }
-  if (dtype >= kNumScalarTypes) {
-    malformed(from(), "expected a dtype code below " + std::to_string(kNumScalarTypes) + ", got " +
-                          std::to_string(dtype));
-  }
+  check_version_and_dtype(version, dtype, from);
   if (ndim > kCompactMaxDims) {
     malformed(from(), "expected at most " + std::to_string(kCompactMaxDims) +
                           " dimensions in a compact header, got " + std::to_string(ndim));
@@ -291,14 +284,7 @@ DecodedHeader decode_tensor_header(std::span<const std::byte> message, uint64_t 
   h.seq = r.get<uint64_t>();
   h.payload_bytes = r.get<uint64_t>();
   if (magic != kTensorMagic) malformed(from(), "not a ferry tensor header (wrong magic number)");
-  if (version != kWireVersion) {
-    malformed(from(), "expected wire version " + std::to_string(kWireVersion) + ", got " +
-                          std::to_string(version));
-  }
-  if (dtype >= kNumScalarTypes) {
-    malformed(from(), "expected a dtype code below " + std::to_string(kNumScalarTypes) + ", got " +
-                          std::to_string(dtype));
-  }
+  check_version_and_dtype(version, dtype, from);
   h.dtype = static_cast<ScalarType>(dtype);
   if (ndim > kMaxWireDims) {
     malformed(from(), "expected at most " + std::to_string(kMaxWireDims) + " dimensions, got " +
