@@ -12,6 +12,7 @@
 #include "ferry/autograd/node.h"
 #include "ferry/backends/cpu/simd.h"
 #include "ferry/backends/sim/sim.h"
+#include "ferry/core/cpu_block_cache.h"
 #include "ferry/core/device.h"
 #include "ferry/core/error.h"
 #include "ferry/core/generator.h"

@@ -1,7 +1,6 @@
-// Storage, the allocator registry and the default CPU allocator.
+// Storage, the allocator registry and the default CPU allocator (large blocks through the
+// cache in cpu_block_cache.h).
 #include "ferry/core/storage.h"
-
-#include <sys/mman.h>
 
 #include <array>
 #include <atomic>
@@ -9,6 +8,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "ferry/core/cpu_block_cache.h"
 #include "ferry/core/error.h"
 
 namespace ferry {
@@ -39,13 +39,10 @@ class CpuAllocator final : public Allocator {
                    " bytes of host memory (expected a size that rounds up to whole 2 MiB pages, "
                    "but it is beyond the address space)");
     const size_t rounded = padded / kHugePage * kHugePage;
-    void* p = std::aligned_alloc(kHugePage, rounded);
-    FERRY_CHECK_AS(OutOfMemoryError, p != nullptr, "cpu: failed to allocate ", nbytes,
+    detail::CpuBlock* block = detail::acquire_cpu_block(rounded);
+    FERRY_CHECK_AS(OutOfMemoryError, block != nullptr, "cpu: failed to allocate ", nbytes,
                    " bytes of host memory");
-#ifdef MADV_HUGEPAGE
-    ::madvise(p, rounded, MADV_HUGEPAGE);
-#endif
-    return DataPtr(p, p, &std::free, cpu);
+    return DataPtr(detail::cpu_block_data(block), block, &detail::release_cpu_block, cpu);
   }
 };
 

@@ -80,7 +80,8 @@ Allocator* get_pinned_host_allocator();
 Allocator* set_pinned_host_allocator(Allocator* allocator);
 
 // The default CPU allocator: 64-byte aligned; large blocks are 2 MiB aligned and advised as
-// huge pages, which helps transposes that stride across many pages.
+// huge pages, which helps transposes that stride across many pages, and kept for reuse when
+// freed (ferry/core/cpu_block_cache.h).
 Allocator* cpu_allocator();
 inline constexpr size_t kCpuAlignment = 64;
 

@@ -10,6 +10,7 @@
 #include "ferry/autograd/grad_mode.h"
 #include "ferry/core/generator.h"
 #include "ferry/core/thread_generator.h"
+#include "ferry/ops/factories.h"
 #include "ferry/pipeline/batchnorm.h"
 #include "ferry/pipeline/checkpoint.h"
 #include "ferry/pipeline/copy.h"
