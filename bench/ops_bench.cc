@@ -3,6 +3,8 @@
 // ferry's time, PyTorch's, their ratio, the case's target and whether ferry meets it (and JSON).
 #include "bench/ops_bench.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -96,6 +98,20 @@ void settle(int threads, bool after_torch) {
   if (threads > 1) std::this_thread::sleep_for(std::chrono::milliseconds(after_torch ? 100 : 5));
 }
 #endif
+
+// glibc maps a large malloc block afresh and unmaps it at free (below its dynamic threshold, it
+// trims the heap's top instead), so a program that allocates the same 6 MiB output on every call
+// pays a page fault per 4 KiB page of it each time: on the AMD EPYC VM of 2026-11-29, PyTorch's
+// NCHW 3x3 convolution took 45 ms instead of 10 when ferry's own frees stopped raising that
+// threshold for it. PyTorch's CPU tuning guide runs it on jemalloc or tcmalloc, which keep such
+// memory; keeping glibc's here gives PyTorch the same steady state in every run, whatever ferry
+// frees. ferry's large blocks come from its own cache (ferry/core/cpu_block_cache.h).
+// (32 MiB is the largest threshold glibc takes on 64-bit machines; the largest activation here,
+// the stem's output, is 25.7 MB.)
+void keep_malloc_memory() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
 
 struct OpsRow {
   const OpSpec* spec = nullptr;
@@ -300,6 +316,7 @@ int run_ops_bench(const OpsOptions& o) {
                 std::strerror(errno), ")");
   }
   FILE* table = json_to_stdout ? stderr : stdout;
+  keep_malloc_memory();
   std::vector<OpSpec> cases;
   for (OpSpec& s : ops_cases(o)) {
     if (std::regex_search(s.name, filter)) cases.push_back(std::move(s));
@@ -311,7 +328,7 @@ int run_ops_bench(const OpsOptions& o) {
 #endif
   std::fprintf(table,
                "ferry bench-ops: %zu cases x %zu thread counts, median of %d runs each; %u "
-               "hardware threads; ",
+               "hardware threads; glibc malloc keeps freed memory (mallopt); ",
                cases.size(), o.threads.size(), repeat, std::thread::hardware_concurrency());
 #if defined(FERRY_HAVE_TORCH)
   std::fprintf(table, "PyTorch %s (%s)\n", torch_version(),
@@ -356,11 +373,17 @@ int run_ops_bench(const OpsOptions& o) {
       settle(threads, true);
 #endif
       std::vector<double> t_ferry, t_torch;
+      // Each timed call follows an untimed one of its own side: after a pause, the first
+      // parallel region has to wake sleeping workers (half a millisecond on the AMD EPYC VM of
+      // 2026-11-29, where a halted vCPU is slow to resume), and which side ran after the longer
+      // pause would otherwise decide the 2-thread ratios of the short cases.
       for (int r = 0; r < repeat; ++r) {
+        op();
         t_ferry.push_back(time_ms(op));
 #if defined(FERRY_HAVE_TORCH)
         settle(threads, false);
         if (torch_op) {
+          torch_op();
           t_torch.push_back(time_ms(torch_op));
           settle(threads, true);
         }

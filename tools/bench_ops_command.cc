@@ -40,7 +40,7 @@ std::vector<int> parse_thread_list(const std::string& list) {
 FERRY_REGISTER_COMMAND(
     "bench-ops",
     "Benchmark matmul, linear, conv2d, per-op overhead and an MLP training step against PyTorch "
-    "(when built with it) and the issue's targets; under a minute",
+    "(when built with it) and the issue's targets; about two minutes",
     [](CLI::App& sub) -> std::function<int()> {
       auto options = std::make_shared<bench::OpsOptions>();
       auto threads = std::make_shared<std::string>("1,2");
