@@ -23,7 +23,10 @@ packages=(cmake g++ make ninja-build libgtest-dev libgmock-dev libbenchmark-dev 
           python3 python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest
           python3-matplotlib python3-venv)
 if [[ "${1:-}" == "--torch" ]]; then
-  packages+=(libtorch-dev python3-torch python3-torchvision)
+  # OpenBLAS too: Debian's PyTorch takes whichever libblas.so.3 is installed, and without
+  # recommended packages that is the reference BLAS (about 6 GFLOP/s for a float32 GEMM on the
+  # AMD EPYC VM of 2026-11-29), which no PyTorch user runs and bench-ops would compare against.
+  packages+=(libtorch-dev python3-torch python3-torchvision libopenblas0-pthread)
 fi
 
 missing=()
