@@ -91,11 +91,13 @@ Op make_ferry_op(const OpSpec& s) {
 
 #if defined(FERRY_HAVE_TORCH)
 // Both sides run oneDNN on libgomp teams whose workers spin for a while after each parallel
-// region, and PyTorch's float32 GEMMs run on OpenBLAS, whose workers spin for 2^28 cycles (its
-// default thread timeout: about 70 ms at 3.7 GHz) after each call; an untimed pause lets them
-// sleep, so that neither side is timed against the other's spinning workers.
+// region, and PyTorch's float32 GEMMs run on OpenBLAS, whose workers spin for 2^28 time-stamp
+// counter ticks (its default thread timeout) after each call: 128 ms on the AMD EPYC VM of
+// 2026-11-29, whose counter runs at 2.1 GHz (a 100 ms pause left ferry's 2-thread matmul timed
+// against them: 15.9 ms against 5.7 ms). An untimed pause lets them sleep, so that neither side
+// is timed against the other's spinning workers; 250 ms covers counters down to 1.1 GHz.
 void settle(int threads, bool after_torch) {
-  if (threads > 1) std::this_thread::sleep_for(std::chrono::milliseconds(after_torch ? 100 : 5));
+  if (threads > 1) std::this_thread::sleep_for(std::chrono::milliseconds(after_torch ? 250 : 5));
 }
 #endif
 
