@@ -1,7 +1,9 @@
 // The cache of large CPU blocks (see cpu_block_cache.h): one list of freed blocks, least
-// recently freed first, under one mutex. Blocks go to and come from the system outside it.
+// recently freed first, under one mutex (held across fork, so a child never inherits it locked).
+// Blocks go to and come from the system outside it.
 #include "ferry/core/cpu_block_cache.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -147,6 +149,9 @@ class BlockCache {
     return previous;
   }
 
+  void lock_for_fork() { mutex_.lock(); }
+  void unlock_after_fork() { mutex_.unlock(); }
+
   CpuCacheStats stats() {
     std::lock_guard lock(mutex_);
     CpuCacheStats s;
@@ -186,9 +191,18 @@ class BlockCache {
   uint64_t hits_ = 0, misses_ = 0, evictions_ = 0;
 };
 
+BlockCache* g_cache = nullptr;
+
 BlockCache& cache() {
   // Never destroyed: tensors held by other static objects may be freed during exit.
-  static auto* instance = new BlockCache;
+  static BlockCache* instance = [] {
+    g_cache = new BlockCache;
+    // A fork while another thread holds the mutex would leave the child's copy locked forever;
+    // holding it across fork (as glibc does with malloc's own locks) gives the child a free one.
+    ::pthread_atfork([] { g_cache->lock_for_fork(); }, [] { g_cache->unlock_after_fork(); },
+                     [] { g_cache->unlock_after_fork(); });
+    return g_cache;
+  }();
   return *instance;
 }
 

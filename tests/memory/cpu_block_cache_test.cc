@@ -1,9 +1,15 @@
 // The CPU allocator's cache of large blocks: a freed block of 4 MiB or more comes back for the
 // next request of its rounded size and no other, the cache keeps within its limit by dropping
 // the least recently freed blocks, FERRY_CPU_CACHE_MB's parsing, threads that free and reuse
-// blocks concurrently (run under TSan in CI), and, under ASan, a read of a cached block is
-// reported.
+// blocks concurrently (run under TSan in CI), a fork while another thread holds the cache's lock,
+// and, under ASan, a read of a cached block is reported.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 
 #include <cstdint>
 #include <cstring>
@@ -14,6 +20,7 @@
 
 #include "ferry/core/cpu_block_cache.h"
 #include "ferry/core/error.h"
+#include "ferry/core/storage.h"
 #include "ferry/core/tensor.h"
 #include "ferry/ops/factories.h"
 #include "tests/support/random.h"
@@ -172,6 +179,46 @@ TEST_F(CpuBlockCache, ThreadsFreeingAndReusingBlocksEachKeepTheirOwnBytes) {
   for (auto& t : threads) t.join();
   for (int id = 0; id < kThreads; ++id) EXPECT_EQ(failures[id], 0) << "thread " << id;
   EXPECT_LE(cpu_cache_stats().cached_bytes, 24 * kMiB);
+}
+
+// A child forked while another thread is inside the cache must still be able to allocate: the
+// lock is held across fork, so the child's copy is never left locked. Every wait is bounded.
+TEST_F(CpuBlockCache, AChildForkedWhileAnotherThreadUsesTheCacheCanAllocate) {
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      Tensor a = bytes_tensor(4 * kMiB), b = bytes_tensor(6 * kMiB);
+    }
+  });
+  int failures = 0;
+  for (int i = 0; i < 20; ++i) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      // The child's only thread: the allocator's large path, straight (no dispatcher).
+      DataPtr p = cpu_allocator()->allocate(4 * kMiB, Device(DeviceType::CPU));
+      ::_exit(p ? 0 : 1);
+    }
+    int status = 0;
+    pid_t done = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (done == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      ++failures;
+      ADD_FAILURE() << "child " << i << " did not finish within 10 s (a lock left held?)";
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      ++failures;
+      ADD_FAILURE() << "child " << i << " failed, status " << status;
+    }
+  }
+  stop = true;
+  churn.join();
+  EXPECT_EQ(failures, 0);
 }
 
 #if defined(__SANITIZE_ADDRESS__)
