@@ -191,17 +191,15 @@ class BlockCache {
   uint64_t hits_ = 0, misses_ = 0, evictions_ = 0;
 };
 
-BlockCache* g_cache = nullptr;
-
 BlockCache& cache() {
   // Never destroyed: tensors held by other static objects may be freed during exit.
   static BlockCache* instance = [] {
-    g_cache = new BlockCache;
     // A fork while another thread holds the mutex would leave the child's copy locked forever;
     // holding it across fork (as glibc does with malloc's own locks) gives the child a free one.
-    ::pthread_atfork([] { g_cache->lock_for_fork(); }, [] { g_cache->unlock_after_fork(); },
-                     [] { g_cache->unlock_after_fork(); });
-    return g_cache;
+    // The handlers run only after this initialization has finished.
+    ::pthread_atfork([] { cache().lock_for_fork(); }, [] { cache().unlock_after_fork(); },
+                     [] { cache().unlock_after_fork(); });
+    return new BlockCache;
   }();
   return *instance;
 }
@@ -229,7 +227,15 @@ size_t cpu_cache_limit_from_env(const char* value, size_t physical_bytes) {
   return static_cast<size_t>(mib) * kMiB;
 }
 
-CpuBlock* acquire_cpu_block(size_t bytes) { return cache().acquire(bytes); }
+CpuBlock* acquire_cpu_block(size_t bytes) {
+  // Rounding up to whole huge pages must not wrap around to a small request.
+  size_t padded = 0;
+  FERRY_CHECK_AS(OutOfMemoryError, !__builtin_add_overflow(bytes, kHugePage - 1, &padded),
+                 "cpu: failed to allocate ", bytes,
+                 " bytes of host memory (expected a size that rounds up to whole 2 MiB pages, "
+                 "but it is beyond the address space)");
+  return cache().acquire(padded / kHugePage * kHugePage);
+}
 
 void* cpu_block_data(const CpuBlock* block) { return block->data; }
 

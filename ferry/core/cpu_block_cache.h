@@ -40,9 +40,9 @@ namespace detail {
 // `physical_bytes` of memory; raises ferry::Error on anything but a whole number of MiB.
 size_t cpu_cache_limit_from_env(const char* value, size_t physical_bytes);
 
-// The allocator's side: a block of `bytes` (a multiple of 2 MiB) and the context its deleter
-// takes. acquire returns nullptr when the system has no memory left, even after the cache was
-// emptied.
+// The allocator's side: a block of `bytes` rounded up to whole 2 MiB pages, and the context its
+// deleter takes. acquire returns nullptr when the system has no memory left, even after the cache
+// was emptied, and raises OutOfMemoryError for a size that rounds beyond the address space.
 struct CpuBlock;
 CpuBlock* acquire_cpu_block(size_t bytes);
 void* cpu_block_data(const CpuBlock* block);

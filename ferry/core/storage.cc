@@ -14,7 +14,6 @@
 namespace ferry {
 namespace {
 
-constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kHugePageThreshold = size_t{4} << 20;
 
 class CpuAllocator final : public Allocator {
@@ -32,14 +31,7 @@ class CpuAllocator final : public Allocator {
       void* aligned = reinterpret_cast<void*>((address + kCpuAlignment) & ~(kCpuAlignment - 1));
       return DataPtr(aligned, raw, &std::free, cpu);
     }
-    // Rounding up to whole huge pages must not wrap around to a small request.
-    size_t padded = 0;
-    FERRY_CHECK_AS(OutOfMemoryError, !__builtin_add_overflow(nbytes, kHugePage - 1, &padded),
-                   "cpu: failed to allocate ", nbytes,
-                   " bytes of host memory (expected a size that rounds up to whole 2 MiB pages, "
-                   "but it is beyond the address space)");
-    const size_t rounded = padded / kHugePage * kHugePage;
-    detail::CpuBlock* block = detail::acquire_cpu_block(rounded);
+    detail::CpuBlock* block = detail::acquire_cpu_block(nbytes);
     FERRY_CHECK_AS(OutOfMemoryError, block != nullptr, "cpu: failed to allocate ", nbytes,
                    " bytes of host memory");
     return DataPtr(detail::cpu_block_data(block), block, &detail::release_cpu_block, cpu);
