@@ -66,10 +66,16 @@ int run_train_ranks(const TrainRanksOptions& o) {
   endpoint_options.name = "rank" + std::to_string(o.rank);
   endpoint_options.network_devices = o.net_devices;
   auto endpoint = std::make_shared<transport::Endpoint>(endpoint_options);
-  std::fprintf(stderr, "rank %d of %d: %s %s\n", o.rank, o.ranks,
-               o.rank == 0 ? "listening at" : "connecting to", o.address.c_str());
-  auto group = std::make_shared<transport::Group>(
-      transport::Group::rendezvous(endpoint, o.rank, o.ranks, host, port, o.host));
+  if (o.rank == 0) {
+    // Listen before the rendezvous so that port 0 (a free port) can be printed for the others.
+    const uint16_t bound = endpoint->listen(host, port);
+    std::fprintf(stderr, "rank 0 of %d: listening at %s:%u\n", o.ranks, host.c_str(),
+                 unsigned{bound});
+  } else {
+    std::fprintf(stderr, "rank %d of %d: connecting to %s\n", o.rank, o.ranks, o.address.c_str());
+  }
+  auto group = std::make_shared<transport::Group>(transport::Group::rendezvous(
+      endpoint, o.rank, o.ranks, host, endpoint->listening_port().value_or(port), o.host));
 
   // Partition r: rank r's Linear + ReLU (the last rank also the head).
   std::vector<int64_t> balance(size_t(o.ranks), 2);
@@ -130,7 +136,9 @@ FERRY_REGISTER_COMMAND(
       sub.add_option("--rank", o->rank, "This process's rank (0 listens)")->required();
       sub.add_option("--ranks", o->ranks, "Number of ranks (one partition each)")
           ->capture_default_str();
-      sub.add_option("--address", o->address, "Rank 0's HOST:PORT")->capture_default_str();
+      sub.add_option("--address", o->address,
+                     "Rank 0's HOST:PORT (rank 0 given port 0 takes a free one and prints it)")
+          ->capture_default_str();
       sub.add_option("--host", o->host,
                      "The address of this machine the higher ranks reach this rank at (ranks "
                      "above 0 on other machines; default: --address's host)");

@@ -4,6 +4,8 @@
 // chaos, authentication, validation, timeouts and a peer that goes away.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -33,6 +35,21 @@ EndpointOptions options_named(const std::string& name, std::chrono::milliseconds
   o.secret = "test-secret";
   o.timeout = timeout;
   return o;
+}
+
+// A port nothing listens on now, as the kernel picks one for a bind to port 0 (released at once;
+// the kernel does not hand it out again soon, unlike a port computed here).
+uint16_t free_tcp_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), length), 0);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  close(fd);
+  return ntohs(address.sin_port);
 }
 
 // A connected pair: `server` listened and accepted `client`.
@@ -458,7 +475,7 @@ TEST(TransportEndpoint, AWrongSecretIsRefusedAndNothingIsAccepted) {
 // (within the timeout).
 TEST(TransportEndpoint, AConnectWaitsForAListenerThatComesLater) {
   Endpoint server(options_named("server")), client(options_named("client"));
-  const uint16_t port = static_cast<uint16_t>(20000 + getpid() % 20000);
+  const uint16_t port = free_tcp_port();
   PeerId to_server = 0;
   std::string error;
   std::thread connector([&] {

@@ -299,26 +299,39 @@ TEST_P(GPipeAcrossProcesses, TrainingStepsGiveTheUnpipelinedGradients) {
 }
 
 // `ferry train-ranks`, as the README runs it: two ranks, and the last one's losses equal the
-// one-process run's at every step.
+// one-process run's at every step. Rank 0 takes a free port (port 0) and prints it; rank 1 is
+// pointed there, so that no port chosen here can be taken already.
 TEST(TrainRanksCommand, TwoRanksTrainAsOneProcess) {
   const char* tool = std::getenv("FERRY_TOOL");
   if (tool == nullptr) GTEST_SKIP() << "FERRY_TOOL is not set (run ctest)";
   ScopedEnv secret("FERRY_TRANSPORT_SECRET", "train-ranks-secret");
-  const std::string address = "127.0.0.1:" + std::to_string(20000 + getpid() % 20000);
-  Child rank0({"train-ranks", "--rank", "0", "--ranks", "2", "--address", address, "--steps", "4"},
-              tool);
-  const std::string command = std::string(tool) +
-                              " train-ranks --rank 1 --ranks 2 --steps 4 --address " + address +
-                              " 2>&1";
+  const std::string common = " train-ranks --ranks 2 --steps 4 --address 127.0.0.1:";
+  FILE* rank0 =
+      popen(("timeout 120 " + std::string(tool) + common + "0 --rank 0 2>&1").c_str(), "r");
+  ASSERT_NE(rank0, nullptr);
+  std::string rank0_out, port;
+  char line[4096];
+  const std::string listening = "listening at 127.0.0.1:";
+  while (port.empty() && std::fgets(line, sizeof(line), rank0) != nullptr) {
+    rank0_out += line;
+    const std::string text = line;
+    const size_t at = text.find(listening);
+    if (at != std::string::npos)
+      port = std::to_string(std::stoi(text.substr(at + listening.size())));
+  }
+  ASSERT_FALSE(port.empty()) << "rank 0 printed no port:\n"
+                             << rank0_out << " (exit " << pclose(rank0) << ")";
   std::string out;
-  FILE* pipe = popen(("timeout 120 " + command).c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
-  const int rc = pclose(pipe);
-  EXPECT_EQ(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, 0) << out;
+  FILE* rank1 =
+      popen(("timeout 120 " + std::string(tool) + common + port + " --rank 1 2>&1").c_str(), "r");
+  ASSERT_NE(rank1, nullptr);
+  while (size_t n = fread(line, 1, sizeof(line), rank1)) out.append(line, n);
+  const int rc1 = pclose(rank1);
+  EXPECT_EQ(WIFEXITED(rc1) ? WEXITSTATUS(rc1) : -1, 0) << out;
   EXPECT_THAT(out, HasSubstr("every step's loss matches the one-process run")) << out;
-  EXPECT_EQ(rank0.wait(), 0);
+  while (size_t n = fread(line, 1, sizeof(line), rank0)) rank0_out.append(line, n);
+  const int rc0 = pclose(rank0);
+  EXPECT_EQ(WIFEXITED(rc0) ? WEXITSTATUS(rc0) : -1, 0) << rank0_out;
 }
 
 INSTANTIATE_TEST_SUITE_P(CheckpointModes, GPipeAcrossProcesses,
