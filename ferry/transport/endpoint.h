@@ -11,6 +11,12 @@
 //   (an event, never a device synchronize); a receive into a device tensor is written on the
 //   current stream of that device at the time of the recv call, so work queued there later sees
 //   it; the buffers involved stay alive until UCX is done with them.
+// One copy over shared memory is UCX's to allow, not ferry's: with UCX_CMA_MEMORY_INVALIDATE=y in
+// the environment of both processes, payloads above UCX's rendezvous threshold are read by the
+// receiver straight out of the sender's memory (cma) instead of through a shared segment
+// (1.1-1.9x the bandwidth from 1 MiB up where measured). Then a sender that gives up on a send
+// (a timed-out wait, a closed endpoint) while the receiver is alive and still reading must not
+// modify that tensor until the receiver is done or gone (docs/transport.md, "One copy").
 #pragma once
 
 #include <chrono>

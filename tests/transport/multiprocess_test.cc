@@ -105,7 +105,8 @@ class Child {
 struct Transport {
   std::string name;
   std::string tls;
-  std::string data_lane;  // what ucp_ep_print_info shows for the data endpoint's lane
+  std::string data_lane;     // what ucp_ep_print_info shows for the data endpoint's lanes
+  bool single_copy = false;  // UCX_CMA_MEMORY_INVALIDATE=y in both processes (docs/transport.md)
 };
 void PrintTo(const Transport& t, std::ostream* out) {
   *out << t.name << " (UCX_TLS=" << t.tls << ")";
@@ -125,6 +126,7 @@ class TransportProcesses : public ::testing::TestWithParam<Transport> {
   }
   ScopedEnv secret_{"FERRY_TRANSPORT_SECRET", "multiprocess-secret"};
   ScopedEnv tls_{"UCX_TLS", GetParam().tls};
+  ScopedEnv single_copy_{"UCX_CMA_MEMORY_INVALIDATE", GetParam().single_copy ? "y" : "n"};
 };
 
 TEST_P(TransportProcesses, TwoProcessesEchoRandomTensorsBitForBit) {
@@ -151,6 +153,9 @@ TEST_P(TransportProcesses, TwoProcessesEchoRandomTensorsBitForBit) {
   // over no network device but loopback (EndpointOptions::network_devices).
   const std::string lanes = endpoint.describe(peer);
   EXPECT_THAT(lanes, HasSubstr(GetParam().data_lane)) << lanes;
+  if (!GetParam().single_copy) {
+    EXPECT_THAT(lanes, Not(HasSubstr("cma"))) << lanes;
+  }
   EXPECT_THAT(lanes, Not(HasSubstr("eth"))) << lanes;
   std::vector<Future<void>> sends;
   for (size_t i = 0; i < sent.size(); ++i) sends.push_back(endpoint.send(sent[i], peer, i));
@@ -339,7 +344,10 @@ INSTANTIATE_TEST_SUITE_P(CheckpointModes, GPipeAcrossProcesses,
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportProcesses,
                          ::testing::Values(Transport{"tcp", "tcp", "tcp/lo"},
-                                           Transport{"shared_memory", "sm,tcp", "/memory"}),
+                                           Transport{"shared_memory", "sm,tcp", "sysv/memory"},
+                                           // the rendezvous payloads read in place (cma)
+                                           Transport{"shared_memory_single_copy", "sm,tcp",
+                                                     "cma/memory", true}),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace
