@@ -330,7 +330,8 @@ int run_explain(const ExplainOptions& o) {
   std::printf("walk: %s\n", cpu::describe_walk(problem, plan).c_str());
   std::printf("simd target: %s (%s; supported here:%s)\n", plan.simd_target,
               simd_target_origin().c_str(), supported_targets().c_str());
-  std::printf("threads: %d of %d (get_num_threads)\n", plan.threads, get_num_threads());
+  std::printf("threads: %d of %d (get_num_threads), workers on CPUs %s\n", plan.threads,
+              get_num_threads(), detail::pool_cpu_list().c_str());
   std::printf("temporaries: %s\n", temporaries.c_str());
   const double bytes =
       static_cast<double>(n) *

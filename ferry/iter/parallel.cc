@@ -1,7 +1,10 @@
 // The thread pool behind parallel_for: get_num_threads() - 1 workers that sleep on a condition
-// variable between regions; the caller runs the first chunk itself.
+// variable between regions; the caller runs the first chunk itself. Workers run on the CPUs the
+// process may use, even when an OpenMP runtime has bound the thread that starts them to one.
 #include "ferry/iter/parallel.h"
 
+#include <dlfcn.h>
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -11,6 +14,8 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -36,14 +41,61 @@ int num_threads_from_env(const char* value) {
   return static_cast<int>(n);
 }
 
-int available_cores() {
-  // The CPUs this process may run on (taskset, cpusets), which can be fewer than the machine's.
+std::optional<cpu_set_t> openmp_places_cpus() {
+  // Looked up, not linked: ferry does not depend on an OpenMP runtime, oneDNN brings one.
+  using CountFn = int (*)();
+  using PlaceCountFn = int (*)(int);
+  using PlaceIdsFn = void (*)(int, int*);
+  const auto num_places = reinterpret_cast<CountFn>(dlsym(RTLD_DEFAULT, "omp_get_num_places"));
+  const auto place_procs =
+      reinterpret_cast<PlaceCountFn>(dlsym(RTLD_DEFAULT, "omp_get_place_num_procs"));
+  const auto place_ids =
+      reinterpret_cast<PlaceIdsFn>(dlsym(RTLD_DEFAULT, "omp_get_place_proc_ids"));
+  if (num_places == nullptr || place_procs == nullptr || place_ids == nullptr) return std::nullopt;
+  const int places = num_places();
+  if (places <= 0) return std::nullopt;  // no binding: threads keep the mask they inherit
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    const int n = CPU_COUNT(&set);
-    if (n > 0) return std::min(n, kMaxThreads);
+  std::vector<int> ids;
+  for (int place = 0; place < places; ++place) {
+    ids.assign(static_cast<size_t>(std::max(place_procs(place), 0)), 0);
+    if (!ids.empty()) place_ids(place, ids.data());
+    for (int cpu : ids) {
+      if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
+    }
   }
+  if (CPU_COUNT(&set) == 0) return std::nullopt;
+  return set;
+}
+
+std::optional<cpu_set_t> pool_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return std::nullopt;
+  if (const auto places = openmp_places_cpus()) CPU_OR(&set, &set, &*places);
+  if (CPU_COUNT(&set) == 0) return std::nullopt;
+  return set;
+}
+
+std::string pool_cpu_list() {
+  const auto set = pool_cpus();
+  if (!set) return "unknown";
+  std::string out;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &*set)) continue;
+    int last = cpu;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &*set)) ++last;
+    if (!out.empty()) out += ',';
+    out += std::to_string(cpu);
+    if (last > cpu) out += '-' + std::to_string(last);
+    cpu = last;
+  }
+  return out;
+}
+
+int available_cores() {
+  // The CPUs this process may run on (taskset, cpusets), which can be fewer than the machine's.
+  if (const auto set = pool_cpus()) return std::min(CPU_COUNT(&*set), kMaxThreads);
   return static_cast<int>(
       std::clamp(std::thread::hardware_concurrency(), 1u, static_cast<unsigned>(kMaxThreads)));
 }
@@ -139,7 +191,16 @@ class ThreadPool {
   }
 
   void start_workers(int n) {
-    while (static_cast<int>(workers_.size()) < n) workers_.emplace_back([this] { worker_loop(); });
+    if (static_cast<int>(workers_.size()) >= n) return;
+    // A worker inherits the starting thread's CPU mask; under OMP_PROC_BIND that is one place,
+    // and every worker would share the caller's CPU. Workers take the process's CPUs instead.
+    const std::optional<cpu_set_t> cpus = detail::pool_cpus();
+    while (static_cast<int>(workers_.size()) < n) {
+      workers_.emplace_back([this, cpus] {
+        if (cpus) pthread_setaffinity_np(pthread_self(), sizeof(*cpus), &*cpus);
+        worker_loop();
+      });
+    }
   }
 
   void stop_workers() {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace ferry {
 
@@ -35,8 +36,13 @@ inline constexpr int kMaxThreads = 1024;
 // The default thread count for a FERRY_NUM_THREADS value (null or empty: unset), computed
 // afresh on each call: the pool's rule, exposed so that tests need not restart the process.
 int num_threads_from_env(const char* value);
-// CPUs in this process's affinity mask (at least 1, at most kMaxThreads).
+// CPUs this process may run on (at least 1, at most kMaxThreads): the calling thread's affinity
+// mask, together with every place of the OpenMP runtime when one is loaded and binds threads
+// (OMP_PROC_BIND, OMP_PLACES). Such a runtime binds the initial thread to its first place; the
+// pool's workers are given all of these CPUs, not that one.
 int available_cores();
+// The same CPUs as a list ("0-3,8"), as `ferry explain` prints them.
+std::string pool_cpu_list();
 
 }  // namespace detail
 

@@ -1,7 +1,8 @@
 // The default thread count: FERRY_NUM_THREADS (valid values, malformed ones and their error),
-// else the CPUs this process may run on. The rule is checked in process through its seam
-// (detail::num_threads_from_env), and end to end in fresh processes of the ferry tool
-// (FERRY_TOOL, set by ctest), whose pool reads the variable when first used.
+// else the CPUs this process may run on, an OpenMP binding of the initial thread notwithstanding.
+// The rule is checked in process through its seam (detail::num_threads_from_env), and end to end in
+// fresh processes of the ferry tool (FERRY_TOOL, set by ctest), whose pool reads the variable when
+// first used.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -42,6 +43,31 @@ TEST(NumThreadsFromEnv, ValidValues) {
   EXPECT_EQ(detail::num_threads_from_env("1"), 1);
   EXPECT_EQ(detail::num_threads_from_env("3"), 3);
   EXPECT_EQ(detail::num_threads_from_env("1024"), 1024);
+}
+
+TEST(PoolCpuList, ListsTheCpusThisProcessMayUseAsRanges) {
+  std::string expected;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {  // as single CPUs, then compared by expansion
+    if (CPU_ISSET(cpu, &set)) expected += std::to_string(cpu) + ",";
+  }
+  std::string expanded;
+  const std::string list = detail::pool_cpu_list();
+  size_t at = 0;
+  while (at < list.size()) {
+    size_t end = list.find(',', at);
+    if (end == std::string::npos) end = list.size();
+    const std::string item = list.substr(at, end - at);
+    const size_t dash = item.find('-');
+    const int lo = std::stoi(item.substr(0, dash));
+    const int hi = dash == std::string::npos ? lo : std::stoi(item.substr(dash + 1));
+    EXPECT_LE(lo, hi) << list;
+    for (int cpu = lo; cpu <= hi; ++cpu) expanded += std::to_string(cpu) + ",";
+    at = end + 1;
+  }
+  EXPECT_EQ(expanded, expected) << list;
 }
 
 TEST(NumThreadsFromEnv, UnsetOrEmptyMeansTheAvailableCores) {
@@ -95,6 +121,25 @@ TEST_F(NumThreadsInANewProcess, DefaultIsTheCoresTheProcessMayUse) {
   out = run_tool("FERRY_NUM_THREADS=", kBigCopy, &status);
   EXPECT_EQ(status, 0) << out;
   EXPECT_THAT(out, HasSubstr("of " + std::to_string(affinity_cpus()) + " (get_num_threads)"));
+}
+
+// OMP_PROC_BIND makes the OpenMP runtime (oneDNN's) bind the initial thread to one CPU when the
+// process starts. The pool's default and its workers must still cover every CPU the process may
+// use: before this was handled, the tool printed "threads: 1 of 1" here, and 2 threads forced
+// with set_num_threads shared one CPU.
+TEST_F(NumThreadsInANewProcess, AnOpenMPBindingDoesNotConfineThePool) {
+  if (affinity_cpus() < 2) GTEST_SKIP() << "needs at least 2 CPUs to tell a binding apart";
+  for (const char* bind : {"OMP_PROC_BIND=true", "OMP_PROC_BIND=close OMP_PLACES=cores"}) {
+    SCOPED_TRACE(bind);
+    int status = 0;
+    const std::string out =
+        run_tool(std::string("env -u FERRY_NUM_THREADS ") + bind, kBigCopy, &status);
+    EXPECT_EQ(status, 0) << out;
+    const std::string n = std::to_string(affinity_cpus());
+    EXPECT_THAT(out,
+                HasSubstr("threads: " + n + " of " + n + " (get_num_threads), workers on CPUs " +
+                          detail::pool_cpu_list() + "\n"));
+  }
 }
 
 TEST_F(NumThreadsInANewProcess, AMalformedValueFailsWithAClearError) {
