@@ -4,6 +4,8 @@
 #include "bench/fma_peak.h"
 
 #include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +14,8 @@
 #include <cstdio>
 #include <thread>
 #include <vector>
+
+#include "ferry/iter/parallel.h"
 
 namespace ferry::bench {
 namespace {
@@ -96,6 +100,7 @@ double run_threads(Kernel kernel, int64_t iters, int threads) {
   std::vector<std::thread> workers;
   for (int t = 1; t < threads; ++t) {
     workers.emplace_back([&] {
+      ferry::detail::use_pool_cpus();  // not the caller's CPU alone under an OpenMP binding
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) {
       }
@@ -124,9 +129,30 @@ double fma_rate(Kernel kernel, int fmas_per_iter, int threads) {
   return best;
 }
 
+// For its lifetime, the calling thread runs on the thread pool's CPUs, then gets its own mask
+// back: an OpenMP binding of the caller (OMP_PROC_BIND) must not put the measurement on one CPU.
+class OnPoolCpus {
+ public:
+  OnPoolCpus() {
+    CPU_ZERO(&saved_);
+    saved_valid_ = pthread_getaffinity_np(pthread_self(), sizeof(saved_), &saved_) == 0;
+    ferry::detail::use_pool_cpus();
+  }
+  ~OnPoolCpus() {
+    if (saved_valid_) pthread_setaffinity_np(pthread_self(), sizeof(saved_), &saved_);
+  }
+  OnPoolCpus(const OnPoolCpus&) = delete;
+  OnPoolCpus& operator=(const OnPoolCpus&) = delete;
+
+ private:
+  cpu_set_t saved_;
+  bool saved_valid_ = false;
+};
+
 }  // namespace
 
 FmaPeak measure_fma_peak(int threads) {
+  const OnPoolCpus on_pool_cpus;
   FmaPeak p;
   p.threads = std::max(threads, 1);
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");

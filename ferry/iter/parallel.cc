@@ -93,6 +93,10 @@ std::string pool_cpu_list() {
   return out;
 }
 
+void use_pool_cpus() {
+  if (const auto set = pool_cpus()) pthread_setaffinity_np(pthread_self(), sizeof(*set), &*set);
+}
+
 int available_cores() {
   // The CPUs this process may run on (taskset, cpusets), which can be fewer than the machine's.
   if (const auto set = pool_cpus()) return std::min(CPU_COUNT(&*set), kMaxThreads);
@@ -194,10 +198,9 @@ class ThreadPool {
     if (static_cast<int>(workers_.size()) >= n) return;
     // A worker inherits the starting thread's CPU mask; under OMP_PROC_BIND that is one place,
     // and every worker would share the caller's CPU. Workers take the process's CPUs instead.
-    const std::optional<cpu_set_t> cpus = detail::pool_cpus();
     while (static_cast<int>(workers_.size()) < n) {
-      workers_.emplace_back([this, cpus] {
-        if (cpus) pthread_setaffinity_np(pthread_self(), sizeof(*cpus), &*cpus);
+      workers_.emplace_back([this] {
+        detail::use_pool_cpus();
         worker_loop();
       });
     }

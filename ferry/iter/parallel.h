@@ -43,6 +43,9 @@ int num_threads_from_env(const char* value);
 int available_cores();
 // The same CPUs as a list ("0-3,8"), as `ferry explain` prints them.
 std::string pool_cpu_list();
+// Gives the calling thread those CPUs, as the pool's workers have: for threads that ferry's own
+// tools start outside the pool (a benchmark's), which would otherwise inherit an OpenMP binding.
+void use_pool_cpus();
 
 }  // namespace detail
 
