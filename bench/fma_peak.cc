@@ -100,7 +100,6 @@ double run_threads(Kernel kernel, int64_t iters, int threads) {
   std::vector<std::thread> workers;
   for (int t = 1; t < threads; ++t) {
     workers.emplace_back([&] {
-      ferry::detail::use_pool_cpus();  // not the caller's CPU alone under an OpenMP binding
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) {
       }
@@ -131,6 +130,7 @@ double fma_rate(Kernel kernel, int fmas_per_iter, int threads) {
 
 // For its lifetime, the calling thread runs on the thread pool's CPUs, then gets its own mask
 // back: an OpenMP binding of the caller (OMP_PROC_BIND) must not put the measurement on one CPU.
+// The measuring threads, started from it meanwhile, inherit the same CPUs.
 class OnPoolCpus {
  public:
   OnPoolCpus() {

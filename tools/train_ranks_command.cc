@@ -66,16 +66,17 @@ int run_train_ranks(const TrainRanksOptions& o) {
   endpoint_options.name = "rank" + std::to_string(o.rank);
   endpoint_options.network_devices = o.net_devices;
   auto endpoint = std::make_shared<transport::Endpoint>(endpoint_options);
+  uint16_t root_port = port;
   if (o.rank == 0) {
     // Listen before the rendezvous so that port 0 (a free port) can be printed for the others.
-    const uint16_t bound = endpoint->listen(host, port);
+    root_port = endpoint->listen(host, port);
     std::fprintf(stderr, "rank 0 of %d: listening at %s:%u\n", o.ranks, host.c_str(),
-                 unsigned{bound});
+                 unsigned{root_port});
   } else {
     std::fprintf(stderr, "rank %d of %d: connecting to %s\n", o.rank, o.ranks, o.address.c_str());
   }
-  auto group = std::make_shared<transport::Group>(transport::Group::rendezvous(
-      endpoint, o.rank, o.ranks, host, endpoint->listening_port().value_or(port), o.host));
+  auto group = std::make_shared<transport::Group>(
+      transport::Group::rendezvous(endpoint, o.rank, o.ranks, host, root_port, o.host));
 
   // Partition r: rank r's Linear + ReLU (the last rank also the head).
   std::vector<int64_t> balance(size_t(o.ranks), 2);

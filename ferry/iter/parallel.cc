@@ -41,6 +41,9 @@ int num_threads_from_env(const char* value) {
   return static_cast<int>(n);
 }
 
+namespace {
+
+// The CPUs of every place of the OpenMP runtime loaded in this process, when it binds threads.
 std::optional<cpu_set_t> openmp_places_cpus() {
   // Looked up, not linked: ferry does not depend on an OpenMP runtime, oneDNN brings one.
   using CountFn = int (*)();
@@ -68,6 +71,7 @@ std::optional<cpu_set_t> openmp_places_cpus() {
   return set;
 }
 
+// This thread's affinity mask together with the OpenMP places (parallel.h, available_cores).
 std::optional<cpu_set_t> pool_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -76,6 +80,8 @@ std::optional<cpu_set_t> pool_cpus() {
   if (CPU_COUNT(&set) == 0) return std::nullopt;
   return set;
 }
+
+}  // namespace
 
 std::string pool_cpu_list() {
   const auto set = pool_cpus();
@@ -195,7 +201,6 @@ class ThreadPool {
   }
 
   void start_workers(int n) {
-    if (static_cast<int>(workers_.size()) >= n) return;
     // A worker inherits the starting thread's CPU mask; under OMP_PROC_BIND that is one place,
     // and every worker would share the caller's CPU. Workers take the process's CPUs instead.
     while (static_cast<int>(workers_.size()) < n) {
