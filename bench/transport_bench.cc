@@ -43,7 +43,16 @@ std::string case_name(const TransportCase& c) {
 // repeats from 256 MiB up (each moves 768 MiB or more, and ucx_perftest spends seconds per run
 // setting up such buffers). ferry's pair may run fewer iterations when it is slow; ucx_perftest
 // runs these.
-std::vector<TransportCase> plan(bool quick, bool latency, bool bandwidth, int repeats) {
+// `sizes` (--sizes: "4K" ... "1G") keeps only those bandwidth sizes; empty keeps all.
+std::vector<TransportCase> plan(bool quick, bool latency, bool bandwidth, int repeats,
+                                const std::vector<std::string>& sizes) {
+  const auto wanted = [&](uint64_t bytes) {
+    if (sizes.empty()) return true;
+    const std::string name = bytes >= GiB   ? std::to_string(bytes / GiB) + "G"
+                             : bytes >= MiB ? std::to_string(bytes / MiB) + "M"
+                                            : std::to_string(bytes / KiB) + "K";
+    return std::find(sizes.begin(), sizes.end(), name) != sizes.end();
+  };
   std::vector<TransportCase> cases;
   if (latency) {
     TransportCase c;
@@ -58,6 +67,7 @@ std::vector<TransportCase> plan(bool quick, bool latency, bool bandwidth, int re
   const uint64_t budget = quick ? 16 * MiB : 256 * MiB;
   for (uint64_t bytes : {4 * KiB, 64 * KiB, MiB, 16 * MiB, 256 * MiB, GiB}) {
     if (!bandwidth || (quick && bytes > 16 * MiB)) break;
+    if (!wanted(bytes)) continue;
     TransportCase c;
     c.bytes = bytes;
     c.iters = std::clamp<int64_t>(static_cast<int64_t>(budget / bytes), 3, quick ? 2000 : 20000);
@@ -239,7 +249,7 @@ int run(const TransportBenchOptions& o) {
   };
   const int repeats = o.quick ? std::min(o.repeat, 3) : o.repeat;
   const std::vector<TransportCase> cases =
-      plan(o.quick, wants("latency"), wants("bandwidth"), repeats);
+      plan(o.quick, wants("latency"), wants("bandwidth"), repeats, o.sizes);
   const std::string perftest = find_executable(o.perftest);
   std::printf(
       "ferry bench-transport: two processes on %s (%u CPUs), %d repeats (median; at most 3 "

@@ -23,10 +23,11 @@ namespace ferry::bench {
 struct TransportBenchOptions {
   std::vector<std::string> tls = {"shm", "tcp"};  // one table each
   std::vector<std::string> cases = {"latency", "bandwidth"};
-  std::vector<std::string> ucx;  // more UCX_NAME=VALUE settings for both pairs
-  std::string perftest_args;     // more ucx_perftest options (both processes), e.g. "-e"
-  int repeat = 5;                // timed repeats per case (median), ferry and ucx_perftest alike
-  int timeout_s = 60;            // the bound on every wait, and on each ucx_perftest process
+  std::vector<std::string> sizes;  // bandwidth sizes ("4K" ... "1G"); empty: all of them
+  std::vector<std::string> ucx;    // more UCX_NAME=VALUE settings for both pairs
+  std::string perftest_args;       // more ucx_perftest options (both processes), e.g. "-e"
+  int repeat = 5;                  // timed repeats per case (median), ferry and ucx_perftest alike
+  int timeout_s = 60;              // the bound on every wait, and on each ucx_perftest process
   std::string perftest = "ucx_perftest";  // the baseline's executable (PATH is searched)
   bool quick = false;    // sizes up to 16 MiB, few iterations: a smoke test (targets not judged)
   bool poll = false;     // both processes poll Future::ready() before wait() (a diagnosis)

@@ -34,6 +34,9 @@ FERRY_REGISTER_COMMAND(
       sub.add_option("--cases", c->options.cases, "Which cases: latency, bandwidth")
           ->check(CLI::IsMember({"latency", "bandwidth"}))
           ->capture_default_str();
+      sub.add_option("--sizes", c->options.sizes,
+                     "Bandwidth sizes to run (default: all): 4K 64K 1M 16M 256M 1G")
+          ->check(CLI::IsMember({"4K", "64K", "1M", "16M", "256M", "1G"}));
       sub.add_option("--ucx", c->options.ucx,
                      "More UCX settings for both pairs, UCX_NAME=VALUE (repeatable; e.g. "
                      "UCX_RNDV_THRESH=64K)");

@@ -349,9 +349,10 @@ std::shared_ptr<Operation> start_send(EndpointState& state, const Tensor& tensor
     conn.unposted.push_back(op);
     state.post_ready_sends_locked(conn);
   }
-  // A send still in flight gets one round of progress now (a rendezvous starts); one that went at
-  // once needs none.
-  if (op->status == OpStatus::pending) state.progress_locked();
+  // No progress here: UCX puts the message (or a rendezvous's announcement) on the wire inside
+  // ucp_tag_send_nbx, and the wait or the progress thread takes it from there. A round per send
+  // cost a poll of the TCP socket each time, which read the receiver's replies one by one instead
+  // of many per poll (docs/transport.md, "Bandwidth over TCP").
   return op;
 }
 

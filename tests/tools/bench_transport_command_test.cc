@@ -45,6 +45,20 @@ TEST(BenchTransportCommand, QuickRunPrintsATablePerTransport) {
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("bandwidth 1 GiB")));  // --quick stops at 16 MiB
 }
 
+TEST(BenchTransportCommand, SizesPicksTheBandwidthCases) {
+  SKIP_WITHOUT_BENCH_TRANSPORT();
+  const Result r = run_ferry_tool(
+      "bench-transport --quick --repeat 1 --timeout 30 --tls tcp --cases bandwidth --sizes 64K");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("bandwidth 64 KiB")) << r.out;
+  for (const char* other : {"bandwidth 4 KiB", "bandwidth 1 MiB", "latency 8 B", "\nshm: "}) {
+    EXPECT_THAT(r.out, ::testing::Not(HasSubstr(other))) << r.out;
+  }
+  const Result bad = run_ferry_tool("bench-transport --quick --sizes 3M");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_THAT(bad.out, HasSubstr("--sizes"));
+}
+
 TEST(BenchTransportCommand, BadOptionsAreRefusedWithAMessage) {
   SKIP_WITHOUT_BENCH_TRANSPORT();
   const Result repeat = run_ferry_tool("bench-transport --quick --repeat 0");
