@@ -21,6 +21,7 @@
 #include "ferry/device/event.h"
 #include "ferry/device/guard.h"
 #include "ferry/dispatch/local_dispatch_key_set.h"
+#include "ferry/iter/parallel.h"
 #include "ferry/ops/factories.h"
 
 namespace ferry::autograd {
@@ -350,6 +351,8 @@ void push_ready(const std::shared_ptr<GraphTask>& graph, NodeTask task) {
 
 void DeviceThreads::run(ReadyQueue& queue, Device device) {
   tls_engine_depth = 1;
+  // The pool's CPUs, not the one an OpenMP binding gave the thread that started this one.
+  ferry::detail::use_pool_cpus();
   DeviceGuard device_guard(device);
   while (true) {
     std::optional<NodeTask> task = queue.pop([] { return false; });

@@ -3,6 +3,7 @@
 
 #include "ferry/autograd/grad_mode.h"
 #include "ferry/device/guard.h"
+#include "ferry/iter/parallel.h"
 
 namespace ferry::pipeline {
 
@@ -11,6 +12,7 @@ Workers::Workers(const std::vector<Stream>& compute_streams, bool grad_enabled) 
   try {
     for (size_t j = 0; j < compute_streams.size(); ++j) {
       threads_.emplace_back([this, j, stream = compute_streams[j], grad_enabled] {
+        ferry::detail::use_pool_cpus();  // not the one CPU an OpenMP binding gave the caller
         run(*queues_[j], stream, grad_enabled);
       });
     }

@@ -8,6 +8,7 @@
 
 #include "ferry/backends/sim/sim_access.h"
 #include "ferry/core/error.h"
+#include "ferry/iter/parallel.h"
 
 namespace ferry::sim::detail {
 namespace {
@@ -105,6 +106,8 @@ void SimStream::shutdown() {
 
 void SimStream::run() {
   tls_on_worker = true;
+  // The pool's CPUs, not the one an OpenMP binding gave the thread that started this one.
+  ferry::detail::use_pool_cpus();
   // Thread names are limited to 15 characters.
   const std::string name =
       ("sim" + std::to_string(device_) + "-stream" + std::to_string(serial_)).substr(0, 15);
