@@ -197,7 +197,7 @@ int run_copy_bench(const Options& o) {
 #endif
   std::fprintf(table, "\n%s\n",
                o.quick ? "(--quick: small sizes, a smoke test; numbers are not meaningful)"
-                       : "This takes 10 to 30 seconds (about a minute with PyTorch) on a "
+                       : "This takes 10 to 40 seconds (one to two minutes with PyTorch) on a "
                          "quiet machine; --quick runs a one-second smoke test.");
   // memcpy buffers for the largest case, touched once so page faults are not timed.
   double most = 0;

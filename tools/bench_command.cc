@@ -39,7 +39,8 @@ std::vector<int> parse_threads(const std::string& list) {
 
 FERRY_REGISTER_COMMAND(
     "bench",
-    "Benchmark copy_ on the CPU against memcpy (and PyTorch when built with it); under a minute",
+    "Benchmark copy_ on the CPU against memcpy (and PyTorch when built with it); under a minute "
+    "(two with PyTorch)",
     [](CLI::App& sub) -> std::function<int()> {
       auto options = std::make_shared<bench::Options>();
       auto threads = std::make_shared<std::string>("1,2");
