@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <string_view>
 #include <utility>
 
+#include "ferry/iter/parallel.h"
 #include "ferry/memory/pinned_allocator.h"
 
 namespace ferry::transport::detail {
@@ -169,6 +171,10 @@ void EndpointState::shutdown() {
 }
 
 void EndpointState::progress_thread_main() {
+  ::pthread_setname_np(::pthread_self(), "ferry-transport");
+  // The pool's CPUs, not the one an OpenMP binding gave the thread that made the endpoint: the
+  // progress this thread drives while the caller computes would otherwise wait for the caller.
+  ferry::detail::use_pool_cpus();
   uint64_t seen_waits = waits_ended.load();
   while (!stopping_) {
     // A waiter drives progress: stay out of its way (and off the mutex) until no wait has run

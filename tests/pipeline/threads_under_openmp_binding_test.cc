@@ -3,24 +3,22 @@
 // OpenMP binding gives the initial thread they are started from. With OMP_PROC_BIND set, the
 // OpenMP runtime that oneDNN loads binds the process's initial thread to one CPU before main, and
 // a thread inherits its creator's mask. Checked in a fresh process of this test binary started
-// with the binding (the runtime reads it only when it loads).
+// with the binding (the runtime reads it only when it loads); the transport's progress thread is
+// checked the same way in tests/transport/progress_thread_cpus_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
-#include <unistd.h>
 
-#include <array>
 #include <atomic>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
 #include "ferry/autograd/function.h"
 #include "ferry/ferry.h"
 #include "ferry/iter/parallel.h"
 #include "ferry/pipeline/worker.h"
+#include "tests/support/tool.h"
 
 namespace ferry {
 namespace {
@@ -86,21 +84,11 @@ TEST(ThreadsUnderAnOpenMPBinding, RunOnThePoolsCpus) {
     return;
   }
   if (detail::available_cores() < 2) GTEST_SKIP() << "one CPU: nothing to widen";
-  char exe[4096] = {};
-  ASSERT_GT(::readlink("/proc/self/exe", exe, sizeof(exe) - 1), 0);
-  const std::string command = std::string("env ") + kChildVariable +
-                              "=1 OMP_PROC_BIND=true OMP_PLACES=threads timeout 120 '" + exe +
-                              "' --gtest_filter=ThreadsUnderAnOpenMPBinding.RunOnThePoolsCpus 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buffer{};
-  while (const size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe))
-    out.append(buffer.data(), n);
-  const int status = ::pclose(pipe);
-  if (out.find("[  SKIPPED ]") != std::string::npos) GTEST_SKIP() << out;
-  EXPECT_EQ(status, 0) << out;
-  EXPECT_THAT(out, ::testing::HasSubstr("[  PASSED  ] 1 test")) << out;
+  const testing::ToolRun child = testing::run_this_test_in_new_process(
+      std::string(kChildVariable) + "=1 OMP_PROC_BIND=true OMP_PLACES=threads");
+  if (child.out.find("[  SKIPPED ]") != std::string::npos) GTEST_SKIP() << child.out;
+  EXPECT_EQ(child.status, 0) << child.out;
+  EXPECT_THAT(child.out, ::testing::HasSubstr("[  PASSED  ] 1 test")) << child.out;
 }
 
 }  // namespace

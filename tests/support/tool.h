@@ -19,6 +19,12 @@ const char* ferry_tool();
 // "FERRY_NUM_THREADS=3" or "env -u FERRY_SIM_DEVICES"; `args` is passed as written.
 ToolRun run_ferry_tool(const std::string& args, const std::string& env = "");
 
+// Runs the calling test alone in a new process of this test binary, with the environment
+// variables `env` added ("A=1 B=2"), for at most 300 s: for behaviour a process fixes when it
+// starts (an OpenMP runtime reads OMP_PROC_BIND when it loads). The test tells the two runs
+// apart by one of those variables.
+ToolRun run_this_test_in_new_process(const std::string& env);
+
 }  // namespace ferry::testing
 
 // In a test body or SetUp: skips the test when there is no tool to run.
