@@ -163,7 +163,8 @@ DeviceCopyRow run_case(const DeviceCopyCase& c, int repeat, bool sim) {
   const DeviceCopyPlan plan = plan_device_copy(dst, src, c.non_blocking);
   row.path = device_copy_path_name(plan.path);
   if (plan.path == DeviceCopyPath::kStaged) {
-    row.path += plan.side == StagingSide::kSource ? " (src side)" : " (dst side)";
+    row.path += plan.side == StagingSide::kSource ? " (src side" : " (dst side";
+    row.path += plan.pieces > 1 ? ", " + std::to_string(plan.pieces) + " pieces)" : ")";
   }
 
   // The baseline: the same bytes by host memcpy (sim), or by the raw link (CUDA).
@@ -221,20 +222,20 @@ DeviceCopyRow run_case(const DeviceCopyCase& c, int repeat, bool sim) {
 }
 
 void print_rows(const std::vector<DeviceCopyRow>& rows, bool sim) {
-  std::printf("%-34s %7s %-18s %9s %9s %9s %8s %8s\n", "case", "MiB", "path", "ms", "call ms",
+  std::printf("%-34s %7s %-28s %9s %9s %9s %8s %8s\n", "case", "MiB", "path", "ms", "call ms",
               sim ? "memcpy ms" : "link ms", sim ? "xmemcpy" : "of peak", "GB/s");
   for (const DeviceCopyRow& r : rows) {
     if (r.tiny) continue;
     const double gbps = r.bytes / (r.ms * 1e6);
-    std::printf("%-34s %7.1f %-18s %9.3f %9.3f %9.3f %8.2f %8.2f\n", r.name.c_str(),
+    std::printf("%-34s %7.1f %-28s %9.3f %9.3f %9.3f %8.2f %8.2f\n", r.name.c_str(),
                 r.bytes / (1 << 20), r.path.c_str(), r.ms, r.call_ms, r.base_ms,
                 sim ? r.ms / r.base_ms : r.base_ms / r.ms, gbps);
   }
-  std::printf("\n%-34s %7s %-18s %9s %9s %9s\n", "per-copy cost (256 bytes)", "", "path", "us",
+  std::printf("\n%-34s %7s %-28s %9s %9s %9s\n", "per-copy cost (256 bytes)", "", "path", "us",
               "call us", sim ? "memcpy us" : "link us");
   for (const DeviceCopyRow& r : rows) {
     if (!r.tiny) continue;
-    std::printf("%-34s %7s %-18s %9.2f %9.2f %9.2f\n", r.name.c_str(), "", r.path.c_str(),
+    std::printf("%-34s %7s %-28s %9.2f %9.2f %9.2f\n", r.name.c_str(), "", r.path.c_str(),
                 r.ms * 1e3, r.call_ms * 1e3, r.base_ms * 1e3);
   }
 }
@@ -286,6 +287,74 @@ std::vector<DeviceCopyRow> run_device(DeviceType type, const DeviceBenchOptions&
   return rows;
 }
 
+// Staged copies against a modeled link: 12 GB/s each way between the host and sim:0, latency
+// off. A transposed copy from pageable memory, in pieces (the default, DeviceCopyPlan::pieces)
+// and whole (one piece), and a transposed copy back (never cut), each against the dense copy of
+// the same bytes in the same direction, all blocking, interleaved, medians. Target (issue 19):
+// at most 1.15 x the dense copy.
+void run_modeled_link(const DeviceBenchOptions& o) {
+  const sim::SimConfig saved = sim::config();
+  sim::SimConfig c = saved;
+  c.bandwidth = {};
+  c.bandwidth[static_cast<size_t>(sim::Link::HostToDevice)] = 12e9;
+  c.bandwidth[static_cast<size_t>(sim::Link::DeviceToHost)] = 12e9;
+  c.latency = {};
+  c.chaos_seed.reset();
+  sim::configure(c);
+  const int64_t n = o.quick ? 512 : 4096;
+  const Device dev("sim:0");
+  const Tensor host_dense = rand({n, n});
+  const Tensor host_transposed = rand({n, n}).t();
+  Tensor on_device = empty({n, n}, TensorOptions(kFloat32).device(dev));
+  const Tensor device_transposed = rand({n, n}).to(dev).t();
+  Tensor on_host = empty({n, n});
+  const int64_t default_piece = staged_piece_bytes();
+  struct Case {
+    const char* name;
+    std::function<void()> run;
+    int baseline;  // index of the dense case it is compared with; -1 for a dense case
+  };
+  const std::vector<Case> cases = {
+      {"h2d_dense_pageable", [&] { on_device.copy_(host_dense); }, -1},
+      {"h2d_transposed_pageable, in pieces", [&] { on_device.copy_(host_transposed); }, 0},
+      {"h2d_transposed_pageable, whole",
+       [&] {
+         set_staged_piece_bytes(int64_t{1} << 62);
+         on_device.copy_(host_transposed);
+         set_staged_piece_bytes(default_piece);
+       },
+       0},
+      {"d2h_dense_pageable", [&] { on_host.copy_(on_device); }, -1},
+      {"d2h_transposed_pageable", [&] { on_host.copy_(device_transposed); }, 3},
+  };
+  std::vector<std::vector<double>> times(cases.size());
+  for (const Case& k : cases) k.run();  // warm-up: page faults, pinned blocks
+  for (int r = 0; r < o.repeat; ++r) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const auto t0 = Clock::now();
+      cases[i].run();
+      times[i].push_back(ms_between(t0, Clock::now()));
+    }
+  }
+  std::printf(
+      "\nstaged copies against a modeled link (sim:0, 12 GB/s each way, latency off; %lld x %lld "
+      "float32, blocking, median of %d)\n%-36s %9s %9s %10s\n",
+      static_cast<long long>(n), static_cast<long long>(n), o.repeat, "case", "ms", "x dense",
+      "target");
+  std::vector<double> ms(cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) ms[i] = median(times[i]);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (cases[i].baseline < 0) {
+      std::printf("%-36s %9.3f %9s %10s\n", cases[i].name, ms[i], "-", "-");
+    } else {
+      const double ratio = ms[i] / ms[static_cast<size_t>(cases[i].baseline)];
+      std::printf("%-36s %9.3f %9.2f %10s\n", cases[i].name, ms[i], ratio,
+                  ratio <= 1.15 ? "<= 1.15: yes" : "<= 1.15: no");
+    }
+  }
+  sim::configure(saved);
+}
+
 }  // namespace
 
 int run_device_copy_bench(const DeviceBenchOptions& o) {
@@ -315,6 +384,7 @@ int run_device_copy_bench(const DeviceBenchOptions& o) {
     print_rows(rows, true);
     bound = check_bound(rows);
     sim::configure(saved);
+    if (std::regex_search("staged_modeled_link", filter)) run_modeled_link(o);
   } else {
     std::printf("sim: no device (%s)\n", device_unavailable_reason(DeviceType::Sim).c_str());
   }

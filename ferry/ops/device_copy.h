@@ -54,6 +54,13 @@ struct DeviceCopyPlan {
   // memory from the CPU allocator and the host steps run when copy_ is called.
   bool pinned_host_temporaries = false;
   int64_t bytes_moved = 0;  // bytes that cross between the two devices
+  // kStaged from pageable host memory with a source temporary, source side: the pack and the
+  // move go in `pieces` pieces along the outermost dimension of the moved layout (`piece_dim`),
+  // each packed by the calling thread into a pinned block of its own and moved from it without
+  // waiting, so that the host packs piece k + 1 while the link moves piece k. 1: one temporary
+  // of the whole (pageable, as above). See staged_piece_bytes.
+  int64_t pieces = 1;
+  int64_t piece_dim = -1;
 
   // One line, e.g. "staged from cpu to sim:0: strided work on the destination (sim:0);
   // temporaries: destination side; 4096 bytes cross".
@@ -67,6 +74,13 @@ struct DeviceCopyPlan {
 DeviceCopyPlan plan_device_copy(const TensorIterator& iter, bool non_blocking);
 // The same for dst.copy_(src): builds copy_'s iterator first.
 DeviceCopyPlan plan_device_copy(const Tensor& dst, const Tensor& src, bool non_blocking);
+
+// The bytes a staged copy aims to move per piece (see DeviceCopyPlan::pieces): 4 MiB by default,
+// a copy of fewer than two pieces' bytes goes whole. set_staged_piece_bytes changes it for the
+// process (tests make pieces of a few bytes to reach the pieces path with small tensors) and
+// returns the previous value; at least 1.
+int64_t staged_piece_bytes();
+int64_t set_staged_piece_bytes(int64_t bytes);
 
 // The copy_stub kernel registered for DeviceType::Sim and DeviceType::CUDA.
 void device_copy(TensorIterator& iter, bool non_blocking);

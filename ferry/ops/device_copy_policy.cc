@@ -2,6 +2,7 @@
 // strided and converting work and which temporaries it needs. Kept apart from the code that
 // runs the plan (device_copy.cc, device_copy_staged.cc) so that tests and tools see exactly the
 // decision the copy acts on.
+#include <atomic>
 #include <sstream>
 
 #include "ferry/device/runtime.h"
@@ -54,6 +55,20 @@ namespace {
 
 using detail::same_stored_values;
 
+std::atomic<int64_t> g_staged_piece_bytes{int64_t{4} << 20};
+
+// The dimension of the largest stride among those of size above 1 in a dense layout: its
+// outermost in memory, along which a range of indices is one contiguous block; -1 if none.
+int64_t outermost_dim(IntArrayRef sizes, IntArrayRef strides) {
+  int64_t best = -1;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] > 1 && (best < 0 || strides[d] > strides[static_cast<size_t>(best)])) {
+      best = static_cast<int64_t>(d);
+    }
+  }
+  return best;
+}
+
 void check_device_pair(Device dst, Device src) {
   FERRY_CHECK_AS(NotImplementedError, dst.is_cpu() || src.is_cpu() || dst.type() == src.type(),
                  "copy_: expected the two devices to be of one type, or one of them the cpu, but "
@@ -78,6 +93,13 @@ AllowedSides allowed_sides(const DeviceCopyPlan& plan, bool converts, bool non_b
 }
 
 }  // namespace
+
+int64_t staged_piece_bytes() { return g_staged_piece_bytes.load(std::memory_order_relaxed); }
+
+int64_t set_staged_piece_bytes(int64_t bytes) {
+  FERRY_CHECK(bytes >= 1, "set_staged_piece_bytes: expected at least 1 byte, but got ", bytes);
+  return g_staged_piece_bytes.exchange(bytes, std::memory_order_relaxed);
+}
 
 const char* device_copy_path_name(DeviceCopyPath path) {
   switch (path) {
@@ -116,7 +138,12 @@ std::string DeviceCopyPlan::describe() const {
     if (dst_temporary) out << "destination side";
     const bool host_temporary =
         (src_temporary && src_device.is_cpu()) || (dst_temporary && dst_device.is_cpu());
-    if (host_temporary) out << (pinned_host_temporaries ? " (pinned host)" : " (pageable host)");
+    if (pieces > 1) {
+      out << " (pinned host, in " << pieces << " pieces along dim " << piece_dim
+          << ": each packed while the one before moves)";
+    } else if (host_temporary) {
+      out << (pinned_host_temporaries ? " (pinned host)" : " (pageable host)");
+    }
   }
   if (!src_device.is_cpu() && !dst_device.is_cpu() && src_device != dst_device) {
     out << (peer ? "; peer access on" : "; no peer access");
@@ -194,6 +221,19 @@ DeviceCopyPlan plan_device_copy(const TensorIterator& iter, bool non_blocking) {
   // returns, so plain memory serves.
   plan.pinned_host_temporaries = (plan.src_device.is_cpu() && src.is_pinned()) ||
                                  (plan.dst_device.is_cpu() && dst.is_pinned());
+  // From pageable memory the calling thread packs the source anyway: in pieces, each moved from
+  // a pinned block without waiting, the link moves one piece while the next is packed. (From
+  // pinned memory the pack is queued on the stream, in order with the move: no overlap there.)
+  if (plan.side == StagingSide::kSource && plan.src_temporary && plan.src_device.is_cpu() &&
+      !plan.pinned_host_temporaries) {
+    const int64_t dim = outermost_dim(dst.sizes(), layout);
+    const int64_t pieces =
+        dim < 0 ? 1 : std::min(plan.bytes_moved / staged_piece_bytes(), dst.size(dim));
+    if (pieces >= 2) {
+      plan.pieces = pieces;
+      plan.piece_dim = dim;
+    }
+  }
   return plan;
 }
 

@@ -6,7 +6,10 @@
 // as host functions on the device's current stream, so that a pinned tensor still being written
 // by an earlier non-blocking copy is read only once that copy is done; on pageable memory they
 // run at once, which is when a pageable memcpy reads or writes it anyway (the memcpy returns
-// only once the host side of it is done, so the steps before and after it stay in order).
+// only once the host side of it is done, so the steps before and after it stay in order). A
+// pageable source packed on the source side goes in pieces when the plan says so: each piece is
+// packed now into a pinned block and moved from it without waiting, so that packing the next
+// piece overlaps moving this one.
 #include "ferry/backends/cpu/copy_kernel.h"
 #include "ferry/device/runtime.h"
 #include "ferry/device/stream.h"
@@ -51,6 +54,26 @@ class Steps {
   bool ordered_;
 };
 
+// The source side of a staged copy in plan.pieces pieces (DeviceCopyPlan::pieces): each piece of
+// src_x is packed now, by this thread, into a pinned block in `layout`, and moved from it into the
+// matching piece of dst_stage without waiting. The move records an event on the block, so the
+// pinned allocator hands the block out again only once the link has read it.
+void move_in_pieces(const Tensor& dst_stage, const Tensor& src_x, IntArrayRef layout,
+                    const DeviceCopyPlan& plan, const Steps& steps) {
+  const int64_t dim = plan.piece_dim;
+  const int64_t n = dst_stage.size(dim);
+  for (int64_t k = 0; k < plan.pieces; ++k) {
+    const int64_t lo = n * k / plan.pieces;
+    const int64_t len = n * (k + 1) / plan.pieces - lo;
+    DimVector sizes(dst_stage.sizes());
+    sizes[static_cast<size_t>(dim)] = len;
+    const Tensor piece = staging_tensor(sizes, layout, dst_stage.dtype(), plan.src_device,
+                                        dst_stage.is_conj(), dst_stage.is_neg(), /*pinned=*/true);
+    steps.run(piece, src_x.narrow(dim, lo, len));
+    steps.run(dst_stage.narrow(dim, lo, len), piece);
+  }
+}
+
 }  // namespace
 
 void staged_copy(const TensorIterator& iter, const DeviceCopyPlan& plan, bool non_blocking) {
@@ -70,7 +93,16 @@ void staged_copy(const TensorIterator& iter, const DeviceCopyPlan& plan, bool no
   const bool pin_dst_temp = host_dst && ordered;
 
   const Tensor src_x = expanded_source(dst, src);
-  if (plan.side == StagingSide::kSource) {
+  if (plan.side == StagingSide::kSource && plan.pieces > 1) {
+    const DimVector layout = source_side_layout(dst, src_x);
+    Tensor dst_stage = dst;
+    if (plan.dst_temporary) {
+      dst_stage = staging_tensor(dst.sizes(), layout, dst.dtype(), dst_device, dst.is_conj(),
+                                 dst.is_neg(), pin_dst_temp);
+    }
+    move_in_pieces(dst_stage, src_x, layout, plan, steps);
+    if (plan.dst_temporary) steps.run(dst, dst_stage);
+  } else if (plan.side == StagingSide::kSource) {
     // Convert (and lay out) next to the source, move, copy back into a non-dense destination.
     const DimVector layout = source_side_layout(dst, src_x);
     Tensor src_stage = src_x;

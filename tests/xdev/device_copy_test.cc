@@ -77,12 +77,26 @@ class AllocationCounter final : public Allocator {
   std::atomic<int64_t> pageable_{0};
 };
 
-// The temporaries `plan` says the copy makes on `device` (cpu: host temporaries).
+// The temporaries `plan` says the copy makes on `device` (cpu: host temporaries; a source
+// temporary in pieces is one pinned block per piece).
 int64_t planned_temporaries(const DeviceCopyPlan& plan, Device device) {
   if (plan.path != DeviceCopyPath::kStaged) return 0;
-  return int64_t{plan.src_temporary && plan.src_device == device} +
+  return (plan.src_temporary && plan.src_device == device ? plan.pieces : 0) +
          int64_t{plan.dst_temporary && plan.dst_device == device};
 }
+
+// For the scope: staged copies move in pieces of `bytes` (a few bytes reach the pieces path with
+// the small tensors of these tests).
+class PieceBytes {
+ public:
+  explicit PieceBytes(int64_t bytes) : previous_(set_staged_piece_bytes(bytes)) {}
+  PieceBytes(const PieceBytes&) = delete;
+  PieceBytes& operator=(const PieceBytes&) = delete;
+  ~PieceBytes() { set_staged_piece_bytes(previous_); }
+
+ private:
+  int64_t previous_;
+};
 
 struct Coverage {
   std::map<std::string, int> paths;
@@ -91,26 +105,35 @@ struct Coverage {
     if (plan.path == DeviceCopyPath::kStaged)
       key += std::string("/") + staging_side_name(plan.side);
     ++paths[key];
+    if (plan.pieces > 1) ++paths["staged in pieces"];
   }
 };
 
-// One random copy from src_device to dst_device, checked against the oracle.
-void random_copy(std::mt19937_64& rng, Device dst_device, Device src_device, Coverage& coverage) {
+// One random copy from src_device to dst_device, checked against the oracle. `for_pieces`: a
+// pageable source in a random layout whose values move unchanged into a contiguous destination,
+// in pieces of a few bytes (the copies a plan cuts into pieces, when they are staged).
+void random_copy(std::mt19937_64& rng, Device dst_device, Device src_device, Coverage& coverage,
+                 bool for_pieces = false) {
   const std::vector<int64_t> sizes = random_sizes(rng);
-  const bool plain = rng() % 4 == 0;  // dense, same dtype, same bits: the memcpy path
+  const bool plain = !for_pieces && rng() % 4 == 0;  // dense, same dtype, same bits: a memcpy
+  // A third of the others keep the values too (any layouts): staged copies that only move.
+  const bool same_values = plain || for_pieces || rng() % 3 == 0;
   const ScalarType dst_dtype = kAllDtypes[rng() % kAllDtypes.size()];
-  const ScalarType src_dtype = plain ? dst_dtype : kAllDtypes[rng() % kAllDtypes.size()];
-  const bool broadcast = !plain && rng() % 3 == 0;
-  Tensor dst_h = random_view(rng, sizes, dst_dtype, false, plain || rng() % 3 == 0);
+  const ScalarType src_dtype = same_values ? dst_dtype : kAllDtypes[rng() % kAllDtypes.size()];
+  const bool broadcast = !plain && !for_pieces && rng() % 3 == 0;
+  Tensor dst_h = random_view(rng, sizes, dst_dtype, false, plain || for_pieces || rng() % 3 == 0);
   Tensor src_h = random_view(rng, sizes, src_dtype, broadcast, plain || rng() % 3 == 0);
-  if (!plain) {
+  if (!same_values) {
     dst_h = with_random_bits(dst_h, rng);
     src_h = with_random_bits(src_h, rng);
   }
   fill_random(dst_h, rng);
   fill_random(src_h, rng);
-  const bool pinned = rng() % 2 == 0;
+  const bool pinned = !for_pieces && rng() % 2 == 0;
   const bool non_blocking = rng() % 2 == 0;
+  // Half of the copies move staged sources in pieces of 1 to 64 bytes, the others at the default.
+  const PieceBytes piece_bytes(for_pieces || rng() % 2 == 0 ? 1 + static_cast<int64_t>(rng() % 64)
+                                                            : staged_piece_bytes());
   Tensor dst = place(dst_h, dst_device, pinned);
   const Tensor src = place(src_h, src_device, pinned);
   std::vector<uint8_t> dst_before = read_storage(dst);
@@ -121,7 +144,8 @@ void random_copy(std::mt19937_64& rng, Device dst_device, Device src_device, Cov
                << (src.is_neg() ? ", neg" : "") << ") -> " << dst_dtype << " (strides "
                << dst.strides() << (dst.is_conj() ? ", conj" : "") << (dst.is_neg() ? ", neg" : "")
                << "), " << (pinned ? "pinned" : "pageable") << ", "
-               << (non_blocking ? "non-blocking" : "blocking"));
+               << (non_blocking ? "non-blocking" : "blocking") << ", pieces of "
+               << staged_piece_bytes() << " bytes");
   const bool device_copy = !dst_device.is_cpu() || !src_device.is_cpu();
   DeviceCopyPlan plan;
   if (device_copy) {
@@ -148,9 +172,14 @@ void random_copy(std::mt19937_64& rng, Device dst_device, Device src_device, Cov
       EXPECT_EQ(plan.pinned_host_temporaries, pinned) << "host temporaries are pinned exactly "
                                                          "when the host tensor is";
     }
-    EXPECT_EQ(counter.pinned(), plan.pinned_host_temporaries ? host_temporaries : 0)
-        << "pinned host blocks";
-    EXPECT_EQ(counter.pageable(), plan.pinned_host_temporaries ? 0 : host_temporaries)
+    if (plan.pieces > 1) {
+      EXPECT_FALSE(pinned) << "pieces only from pageable memory; " << plan.describe();
+      EXPECT_EQ(plan.side, StagingSide::kSource) << plan.describe();
+      EXPECT_TRUE(src_device.is_cpu()) << plan.describe();
+    }
+    const bool pinned_blocks = plan.pinned_host_temporaries || plan.pieces > 1;
+    EXPECT_EQ(counter.pinned(), pinned_blocks ? host_temporaries : 0) << "pinned host blocks";
+    EXPECT_EQ(counter.pageable(), pinned_blocks ? 0 : host_temporaries)
         << "pageable host allocations";
   }
   for (Device d : {dst_device, src_device}) device_synchronize(d);
@@ -268,6 +297,49 @@ TEST_F(ChaosPairs, RandomCopiesWithRandomCurrentStreams) {
     random_copy(rng, dst, src, coverage);
     if (HasFatalFailure()) return;
   }
+}
+
+// Pageable sources in random layouts going to either device in pieces of a few bytes, under
+// chaos with random current streams: every copy matches the oracle, and each one the plan cuts
+// makes one pinned block per piece and no pageable temporary (random_copy checks both).
+TEST_F(ChaosPairs, PageableSourcesMoveInPieces) {
+  SCOPED_TRACE(seed_trace());
+  auto rng = test_rng();
+  Coverage coverage;
+  for (int i = 0; i < 80; ++i) {
+    const Device dst = rng() % 2 == 0 ? kSim0 : kSim1;
+    set_current_stream(rng() % 2 == 0 ? default_stream(dst) : get_stream_from_pool(dst));
+    random_copy(rng, dst, Device("cpu"), coverage, /*for_pieces=*/true);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(coverage.paths["staged in pieces"], 10) << "copies cut into pieces, of 80";
+}
+
+// A transposed pageable source going to a device moves in pieces: the plan says how many and
+// along which dimension, describe() shows them, and the values land whole, blocking or not.
+// From pinned memory (the pack is queued on the stream) it moves whole.
+TEST_F(XdevTest, PageableTransposedSourceMovesInPieces) {
+  SCOPED_TRACE(seed_trace());
+  auto rng = test_rng();
+  const PieceBytes piece_bytes(64 * 1024);
+  Tensor src_h = empty({512, 384}, kFloat32);
+  fill_random(src_h, rng);
+  const Tensor src = src_h.t();  // [384, 512], 768 KiB: 12 pieces of 64 KiB along dim 0
+  const std::vector<uint8_t> expected = read_storage(src.contiguous());
+  for (const bool non_blocking : {false, true}) {
+    Tensor dst = empty({384, 512}, TensorOptions(kFloat32).device(kSim0));
+    const DeviceCopyPlan plan = plan_device_copy(dst, src, non_blocking);
+    EXPECT_EQ(plan.pieces, 12) << plan.describe();
+    EXPECT_EQ(plan.piece_dim, 0) << plan.describe();
+    EXPECT_NE(plan.describe().find("in 12 pieces along dim 0"), std::string::npos)
+        << plan.describe();
+    dst.copy_(src, non_blocking);
+    device_synchronize(kSim0);
+    EXPECT_EQ(read_storage(dst), expected) << (non_blocking ? "non-blocking" : "blocking");
+  }
+  const Tensor pinned_src = place(src_h, Device("cpu"), /*pinned=*/true).t();
+  Tensor dst = empty({384, 512}, TensorOptions(kFloat32).device(kSim0));
+  EXPECT_EQ(plan_device_copy(dst, pinned_src, false).pieces, 1);
 }
 
 // Copies large enough for the CPU engine to split its work across threads, inside a sim
