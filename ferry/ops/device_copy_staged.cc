@@ -93,30 +93,26 @@ void staged_copy(const TensorIterator& iter, const DeviceCopyPlan& plan, bool no
   const bool pin_dst_temp = host_dst && ordered;
 
   const Tensor src_x = expanded_source(dst, src);
-  if (plan.side == StagingSide::kSource && plan.pieces > 1) {
+  if (plan.side == StagingSide::kSource) {
+    // Convert (and lay out) next to the source, move, copy back into a non-dense destination; a
+    // pageable host source goes in pieces when the plan says so.
     const DimVector layout = source_side_layout(dst, src_x);
     Tensor dst_stage = dst;
     if (plan.dst_temporary) {
       dst_stage = staging_tensor(dst.sizes(), layout, dst.dtype(), dst_device, dst.is_conj(),
                                  dst.is_neg(), pin_dst_temp);
     }
-    move_in_pieces(dst_stage, src_x, layout, plan, steps);
-    if (plan.dst_temporary) steps.run(dst, dst_stage);
-  } else if (plan.side == StagingSide::kSource) {
-    // Convert (and lay out) next to the source, move, copy back into a non-dense destination.
-    const DimVector layout = source_side_layout(dst, src_x);
-    Tensor src_stage = src_x;
-    if (plan.src_temporary) {
-      src_stage = staging_tensor(dst.sizes(), layout, dst.dtype(), src_device, dst.is_conj(),
-                                 dst.is_neg(), pin_src_temp);
-      steps.run(src_stage, src_x);
+    if (plan.pieces > 1) {
+      move_in_pieces(dst_stage, src_x, layout, plan, steps);
+    } else {
+      Tensor src_stage = src_x;
+      if (plan.src_temporary) {
+        src_stage = staging_tensor(dst.sizes(), layout, dst.dtype(), src_device, dst.is_conj(),
+                                   dst.is_neg(), pin_src_temp);
+        steps.run(src_stage, src_x);
+      }
+      steps.run(dst_stage, src_stage);
     }
-    Tensor dst_stage = dst;
-    if (plan.dst_temporary) {
-      dst_stage = staging_tensor(dst.sizes(), layout, dst.dtype(), dst_device, dst.is_conj(),
-                                 dst.is_neg(), pin_dst_temp);
-    }
-    steps.run(dst_stage, src_stage);
     if (plan.dst_temporary) steps.run(dst, dst_stage);
   } else {
     // Move the source's own elements, then convert, broadcast and scatter next to dst.
