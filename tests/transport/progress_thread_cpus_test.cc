@@ -4,12 +4,9 @@
 // share its CPU. Checked in a fresh process of this test binary started with the binding (the
 // OpenMP runtime oneDNN loads reads it only when it loads; tests/pipeline has the same check for
 // the pipeline's, the sim's and the autograd engine's threads).
-#include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sched.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -17,19 +14,12 @@
 
 #include "ferry/iter/parallel.h"
 #include "ferry/transport/endpoint.h"
-#include "tests/support/tool.h"
+#include "tests/support/openmp_binding.h"
 
 namespace ferry::transport {
 namespace {
 
-constexpr const char* kChildVariable = "FERRY_TEST_OPENMP_BOUND_CHILD";
-
-int this_thread_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return -1;
-  return CPU_COUNT(&set);
-}
+using ferry::testing::thread_cpu_count;
 
 // The CPU count of this process's thread named `name` (from /proc/self/task), or -1.
 int named_thread_cpus(const std::string& name) {
@@ -37,21 +27,15 @@ int named_thread_cpus(const std::string& name) {
     std::string comm;
     std::getline(std::ifstream(task.path() / "comm"), comm);
     if (comm != name) continue;
-    const pid_t tid = std::stoi(task.path().filename().string());
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(tid, sizeof(set), &set) != 0) return -1;
-    return CPU_COUNT(&set);
+    return thread_cpu_count(std::stoi(task.path().filename().string()));
   }
   return -1;
 }
 
 void check_in_child() {
+  ferry::testing::skip_unless_bound_to_one_cpu();
+  if (::testing::Test::IsSkipped()) return;
   const int pool = ferry::detail::available_cores();
-  if (this_thread_cpus() != 1 || pool < 2) {
-    GTEST_SKIP() << "the OpenMP runtime did not bind the initial thread to one CPU (its CPUs: "
-                 << this_thread_cpus() << ", the pool's: " << pool << ")";
-  }
   EndpointOptions options;
   options.name = "progress-thread-cpus";
   options.secret = "test-secret";
@@ -63,20 +47,15 @@ void check_in_child() {
     if (cpus != pool) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(cpus, pool) << "the endpoint's progress thread";
-  EXPECT_EQ(this_thread_cpus(), 1) << "the caller keeps the binding it was given";
+  EXPECT_EQ(thread_cpu_count(), 1) << "the caller keeps the binding it was given";
 }
 
 TEST(ProgressThreadUnderAnOpenMPBinding, RunsOnThePoolsCpus) {
-  if (std::getenv(kChildVariable) != nullptr) {
+  if (ferry::testing::in_openmp_bound_process()) {
     check_in_child();
     return;
   }
-  if (ferry::detail::available_cores() < 2) GTEST_SKIP() << "one CPU: nothing to widen";
-  const ferry::testing::ToolRun child = ferry::testing::run_this_test_in_new_process(
-      std::string(kChildVariable) + "=1 OMP_PROC_BIND=true OMP_PLACES=threads");
-  if (child.out.find("[  SKIPPED ]") != std::string::npos) GTEST_SKIP() << child.out;
-  EXPECT_EQ(child.status, 0) << child.out;
-  EXPECT_THAT(child.out, ::testing::HasSubstr("[  PASSED  ] 1 test")) << child.out;
+  ferry::testing::run_under_openmp_binding();
 }
 
 }  // namespace
