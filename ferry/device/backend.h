@@ -78,6 +78,10 @@ class Backend {
   virtual MemoryInfo memory_info(int device) = 0;
   // The backend's active settings as (name, value) pairs, for `ferry devices`.
   virtual std::vector<std::pair<std::string, std::string>> settings() { return {}; }
+  // Whether the device's copies and kernels are carried out by host threads (the sim) rather
+  // than by engines of their own (a GPU's copy engines and SMs): work overlapping a transfer then
+  // needs a host CPU the transfer does not use.
+  virtual bool runs_on_host_cpus() const { return false; }
 
   // ---- memory --------------------------------------------------------------------------------
   // Device memory; nbytes == 0 returns nullptr. Freeing waits for queued work that may still

@@ -17,6 +17,7 @@
 #include "ferry/core/device.h"
 #include "ferry/core/scalar.h"
 #include "ferry/core/tensor.h"
+#include "ferry/device/stream.h"
 #include "ferry/iter/tensor_iterator.h"
 
 namespace ferry {
@@ -54,13 +55,20 @@ struct DeviceCopyPlan {
   // memory from the CPU allocator and the host steps run when copy_ is called.
   bool pinned_host_temporaries = false;
   int64_t bytes_moved = 0;  // bytes that cross between the two devices
-  // kStaged from pageable host memory with a source temporary, source side: the pack and the
-  // move go in `pieces` pieces along the outermost dimension of the moved layout (`piece_dim`),
-  // each packed by the calling thread into a pinned block of its own and moved from it without
-  // waiting, so that the host packs piece k + 1 while the link moves piece k. 1: one temporary
-  // of the whole (pageable, as above). See staged_piece_bytes.
+  // kStaged with one strided step beside the move (a pack into a source temporary before it, or
+  // a scatter out of a destination temporary after it) and at least two pieces' bytes: the copy
+  // goes in `pieces` pieces along the outermost dimension of the moved layout (`piece_dim`), so
+  // that the strided step of one piece overlaps the move of the next and the copy costs about
+  // the larger of the two instead of their sum. The strided step runs on the calling thread when
+  // it is host work on pageable memory (host temporaries are then pinned blocks, one per piece,
+  // so that the moves need not wait), else on a side stream of `piece_device`
+  // (piece_side_stream), ordered with the moves by events. Host temporaries are one pinned block
+  // per piece; a device temporary is one block of the whole. 1: no pieces. See
+  // staged_piece_bytes.
   int64_t pieces = 1;
   int64_t piece_dim = -1;
+  bool pieces_on_side_stream = false;
+  Device piece_device;
 
   // One line, e.g. "staged from cpu to sim:0: strided work on the destination (sim:0);
   // temporaries: destination side; 4096 bytes cross".
@@ -81,6 +89,10 @@ DeviceCopyPlan plan_device_copy(const Tensor& dst, const Tensor& src, bool non_b
 // returns the previous value; at least 1.
 int64_t staged_piece_bytes();
 int64_t set_staged_piece_bytes(int64_t bytes);
+
+// The stream of `device` on which staged copies in pieces run their strided steps beside the
+// moves on the current stream (created on first use, one per device, kept for the process).
+Stream piece_side_stream(Device device);
 
 // The copy_stub kernel registered for DeviceType::Sim and DeviceType::CUDA.
 void device_copy(TensorIterator& iter, bool non_blocking);

@@ -3,9 +3,12 @@
 // runs the plan (device_copy.cc, device_copy_staged.cc) so that tests and tools see exactly the
 // decision the copy acts on.
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "ferry/device/runtime.h"
+#include "ferry/iter/parallel.h"
 #include "ferry/iter/stride_order.h"
 #include "ferry/ops/copy.h"
 #include "ferry/ops/device_copy.h"
@@ -94,6 +97,19 @@ AllowedSides allowed_sides(const DeviceCopyPlan& plan, bool converts, bool non_b
 
 }  // namespace
 
+Stream piece_side_stream(Device device) {
+  static std::mutex mutex;
+  using Key = std::pair<int, int>;                     // device type, index
+  static auto* streams = new std::map<Key, Stream>();  // never destroyed, as streams are not
+  const Key key{static_cast<int>(device.type()), device.index()};
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto it = streams->find(key);
+  if (it != streams->end()) return it->second;
+  const Stream stream = create_stream_with_priority(device, 0);
+  streams->emplace(key, stream);
+  return stream;
+}
+
 int64_t staged_piece_bytes() { return g_staged_piece_bytes.load(std::memory_order_relaxed); }
 
 int64_t set_staged_piece_bytes(int64_t bytes) {
@@ -139,8 +155,16 @@ std::string DeviceCopyPlan::describe() const {
     const bool host_temporary =
         (src_temporary && src_device.is_cpu()) || (dst_temporary && dst_device.is_cpu());
     if (pieces > 1) {
-      out << " (pinned host, in " << pieces << " pieces along dim " << piece_dim
-          << ": each packed while the one before moves)";
+      const bool pack = src_temporary;
+      out << " (" << (host_temporary ? "pinned host, " : "") << "in " << pieces
+          << " pieces along dim " << piece_dim << ": each "
+          << (pack ? "packed while the one before moves" : "scattered while the next moves")
+          << ", on ";
+      if (pieces_on_side_stream) {
+        out << "a side stream of " << piece_device << ")";
+      } else {
+        out << "the calling thread)";
+      }
     } else if (host_temporary) {
       out << (pinned_host_temporaries ? " (pinned host)" : " (pageable host)");
     }
@@ -221,17 +245,34 @@ DeviceCopyPlan plan_device_copy(const TensorIterator& iter, bool non_blocking) {
   // returns, so plain memory serves.
   plan.pinned_host_temporaries = (plan.src_device.is_cpu() && src.is_pinned()) ||
                                  (plan.dst_device.is_cpu() && dst.is_pinned());
-  // From pageable memory the calling thread packs the source anyway: in pieces, each moved from
-  // a pinned block without waiting, the link moves one piece while the next is packed. (From
-  // pinned memory the pack is queued on the stream, in order with the move: no overlap there.)
-  if (plan.side == StagingSide::kSource && plan.src_temporary && plan.src_device.is_cpu() &&
-      !plan.pinned_host_temporaries) {
-    const int64_t dim = outermost_dim(dst.sizes(), layout);
+  // In pieces when there is one strided step beside the move (a pack before it or a scatter
+  // after it), so that it overlaps the move of the next piece (DeviceCopyPlan::pieces).
+  const bool pack = plan.src_temporary;
+  if (pack != plan.dst_temporary) {
+    const bool source_side = plan.side == StagingSide::kSource;
+    const Tensor& moved = source_side ? dst : compact;  // its sizes; the moved layout's strides:
+    const DimVector moved_layout = source_side ? layout : detail::destination_side_layout(compact);
+    const int64_t dim = outermost_dim(moved.sizes(), moved_layout);
     const int64_t pieces =
-        dim < 0 ? 1 : std::min(plan.bytes_moved / staged_piece_bytes(), dst.size(dim));
-    if (pieces >= 2) {
+        dim < 0 ? 1 : std::min(plan.bytes_moved / staged_piece_bytes(), moved.size(dim));
+    // Host work on pageable memory runs on the calling thread (the copy returns only once it
+    // is done anyway); host work on pinned memory is queued in the device's stream order, and
+    // device work runs on the device: both on a side stream of that device.
+    const Device work = pack ? plan.src_device : plan.dst_device;
+    const Device other = pack ? plan.dst_device : plan.src_device;
+    const bool on_side_stream = !work.is_cpu() || plan.pinned_host_temporaries;
+    const Device side_device = work.is_cpu() ? other : work;
+    // A side stream's work overlaps the transfers only on their own engines, or, where host
+    // threads do both (the sim), when the work leaves a CPU to the transfer: with a pool of one
+    // thread. With more, the two contend for the CPUs and the pieces cost more than they save
+    // (docs/device_copy.md, "In pieces").
+    const bool overlaps = !on_side_stream || !get_backend(side_device.type()).runs_on_host_cpus() ||
+                          get_num_threads() == 1;
+    if (pieces >= 2 && overlaps) {
       plan.pieces = pieces;
       plan.piece_dim = dim;
+      plan.pieces_on_side_stream = on_side_stream;
+      plan.piece_device = side_device;
     }
   }
   return plan;

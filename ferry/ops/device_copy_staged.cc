@@ -7,10 +7,16 @@
 // by an earlier non-blocking copy is read only once that copy is done; on pageable memory they
 // run at once, which is when a pageable memcpy reads or writes it anyway (the memcpy returns
 // only once the host side of it is done, so the steps before and after it stay in order). A
-// pageable source packed on the source side goes in pieces when the plan says so: each piece is
-// packed now into a pinned block and moved from it without waiting, so that packing the next
-// piece overlaps moving this one.
+// copy with one strided step beside the move goes in pieces when the plan says so (PieceCopy),
+// the step of one piece overlapping the move of the next: on the calling thread through pinned
+// blocks for host work on pageable memory, else on a side stream whose work the moves and the
+// current stream wait for through events, never the host.
+#include <optional>
+#include <vector>
+
 #include "ferry/backends/cpu/copy_kernel.h"
+#include "ferry/device/event.h"
+#include "ferry/device/guard.h"
 #include "ferry/device/runtime.h"
 #include "ferry/device/stream.h"
 #include "ferry/memory/pinned_allocator.h"
@@ -54,25 +60,183 @@ class Steps {
   bool ordered_;
 };
 
-// The source side of a staged copy in plan.pieces pieces (DeviceCopyPlan::pieces): each piece of
-// src_x is packed now, by this thread, into a pinned block in `layout`, and moved from it into the
-// matching piece of dst_stage without waiting. The move records an event on the block, so the
-// pinned allocator hands the block out again only once the link has read it.
-void move_in_pieces(const Tensor& dst_stage, const Tensor& src_x, IntArrayRef layout,
-                    const DeviceCopyPlan& plan, const Steps& steps) {
-  const int64_t dim = plan.piece_dim;
-  const int64_t n = dst_stage.size(dim);
-  for (int64_t k = 0; k < plan.pieces; ++k) {
-    const int64_t lo = n * k / plan.pieces;
-    const int64_t len = n * (k + 1) / plan.pieces - lo;
-    DimVector sizes(dst_stage.sizes());
-    sizes[static_cast<size_t>(dim)] = len;
-    const Tensor piece = staging_tensor(sizes, layout, dst_stage.dtype(), plan.src_device,
-                                        dst_stage.is_conj(), dst_stage.is_neg(), /*pinned=*/true);
-    steps.run(piece, src_x.narrow(dim, lo, len));
-    steps.run(dst_stage.narrow(dim, lo, len), piece);
+// A staged copy in plan.pieces pieces (DeviceCopyPlan::pieces): for each piece along
+// plan.piece_dim of the moved layout, the strided step (a pack before the move, or a scatter
+// after it) and the move, arranged so that the step of one piece overlaps the move of the next.
+// A host temporary is a pinned block per piece: the pinned allocator hands a block out again
+// only once every step that used it has run (each records an event on its stream), so the
+// pieces in flight form a ring of a few blocks. A device temporary is one block of the whole,
+// allocated on its device's current stream, which waits for the side stream at the end.
+class PieceCopy {
+ public:
+  PieceCopy(const Tensor& dst, const Tensor& src_x, const DeviceCopyPlan& plan)
+      : dst_(dst), plan_(plan), pack_(plan.src_temporary) {
+    if (plan.side == StagingSide::kSource) {
+      layout_ = source_side_layout(dst, src_x);
+      moved_src_ = src_x;  // pack: the pieces are packed from it; else moved from it
+      temp_like_ = dst;    // the temporaries hold dst's dtype and lazy bits
+    } else {
+      moved_src_ = compact_source(src_x);
+      layout_ = destination_side_layout(moved_src_);
+      temp_like_ = moved_src_;  // the source's own elements
+    }
+    temp_device_ = pack_ ? plan.src_device : plan.dst_device;
+    if (plan.pieces_on_side_stream) {
+      side_ = piece_side_stream(plan.piece_device);
+      owner_ = current_stream(plan.piece_device);
+    }
+    const Device move_device = plan.src_device.is_cpu() ? plan.dst_device : plan.src_device;
+    move_stream_ = current_stream(move_device);
+    if (!temp_device_.is_cpu()) whole_temp_ = temporary(moved_src_.sizes());
   }
-}
+
+  void run() {
+    if (side_) {
+      // The side stream starts after the work already queued on the device's current stream,
+      // which may still write the source or read and write the destination.
+      Event start;
+      start.record(*owner_);
+      start.block(*side_);
+    }
+    if (pack_) {
+      run_packs();
+    } else if (side_) {
+      run_scatters_on_side();
+    } else {
+      run_scatters_here();
+    }
+    if (side_) {
+      // What the caller queues next on the current stream sees every piece done (and may reuse
+      // the device temporary).
+      Event done;
+      done.record(*side_);
+      done.block(*owner_);
+    }
+  }
+
+ private:
+  int64_t lo(int64_t k) const { return size() * k / plan_.pieces; }
+  int64_t len(int64_t k) const { return lo(k + 1) - lo(k); }
+  int64_t size() const { return moved_src_.size(plan_.piece_dim); }
+  Tensor narrow(const Tensor& t, int64_t k) const {
+    return t.narrow(plan_.piece_dim, lo(k), len(k));
+  }
+
+  Tensor temporary(IntArrayRef sizes) const {
+    return staging_tensor(sizes, layout_, temp_like_.dtype(), temp_device_, temp_like_.is_conj(),
+                          temp_like_.is_neg(), /*pinned=*/temp_device_.is_cpu());
+  }
+  // Piece k's temporary: a pinned block of its own on the host, a slice of the whole on a device.
+  Tensor piece_temporary(int64_t k) const {
+    if (whole_temp_.defined()) return narrow(whole_temp_, k);
+    DimVector sizes(moved_src_.sizes());
+    sizes[static_cast<size_t>(plan_.piece_dim)] = len(k);
+    return temporary(sizes);
+  }
+
+  // The strided step, on the side stream (a kernel there, or a host function in its order) or
+  // now on the calling thread.
+  void step(const Tensor& to, const Tensor& from) const {
+    if (!side_) {
+      Steps(Stream(), /*ordered=*/false).run(to, from);
+    } else if (temp_device_.is_cpu()) {
+      Steps(*side_, /*ordered=*/true).run(to, from);
+    } else {
+      StreamGuard guard(*side_);
+      Steps(*side_, /*ordered=*/true).run(to, from);
+    }
+  }
+  // The move, on the current streams (its memcpy records its event on a pinned block).
+  static void move(const Tensor& to, const Tensor& from) {
+    Tensor d = to;
+    copy_impl(d, from, /*non_blocking=*/true);
+  }
+  // The scatter of piece k from its temporary into the destination (broadcast dimensions of the
+  // source's own elements expand here).
+  void scatter(int64_t k, const Tensor& temp) const {
+    const Tensor to = narrow(dst_, k);
+    step(to, temp.expand(to.sizes()));
+  }
+
+  // Source side: pack piece k, then move it; packing k + 1 overlaps moving k. Here on the
+  // calling thread, each piece is packed and its move queued in turn (the move from a pinned
+  // block does not wait). On the side stream every pack is queued first, each with its event,
+  // and then the moves, each after its pack's event: a move into pageable host memory returns
+  // only once it is done, and queued in turn it would hold the next pack back.
+  void run_packs() const {
+    if (!side_) {
+      for (int64_t k = 0; k < plan_.pieces; ++k) {
+        const Tensor temp = piece_temporary(k);
+        step(temp, narrow(moved_src_, k));
+        move(narrow(dst_, k), temp);
+      }
+      return;
+    }
+    struct Packed {
+      Tensor temp;
+      Event event;
+    };
+    std::vector<Packed> packed;
+    packed.reserve(static_cast<size_t>(plan_.pieces));
+    for (int64_t k = 0; k < plan_.pieces; ++k) {
+      Packed& p = packed.emplace_back(Packed{piece_temporary(k), Event()});
+      step(p.temp, narrow(moved_src_, k));
+      p.event.record(*side_);
+    }
+    for (int64_t k = 0; k < plan_.pieces; ++k) {
+      Packed& p = packed[static_cast<size_t>(k)];
+      p.event.block(move_stream_);
+      move(narrow(dst_, k), p.temp);
+    }
+  }
+
+  // Move piece k, then scatter it on the side stream once the move is done there.
+  void run_scatters_on_side() const {
+    for (int64_t k = 0; k < plan_.pieces; ++k) {
+      const Tensor temp = piece_temporary(k);
+      move(temp, narrow(moved_src_, k));
+      Event moved;
+      moved.record(move_stream_);
+      moved.block(*side_);
+      scatter(k, temp);
+    }
+  }
+
+  // Scatter here, on the host, from pinned blocks: the move of piece k + 1 is queued before the
+  // host waits for piece k, so the link moves the next piece while the host scatters this one.
+  void run_scatters_here() const {
+    struct Moved {
+      Tensor temp;
+      Event event;
+    };
+    const auto start_move = [&](int64_t k) {
+      Moved m{piece_temporary(k), Event()};
+      move(m.temp, narrow(moved_src_, k));
+      m.event.record(move_stream_);
+      return m;
+    };
+    Moved current = start_move(0);
+    for (int64_t k = 0; k < plan_.pieces; ++k) {
+      std::optional<Moved> next;
+      if (k + 1 < plan_.pieces) next.emplace(start_move(k + 1));
+      current.event.synchronize();
+      scatter(k, current.temp);
+      if (next) current = std::move(*next);
+    }
+  }
+
+  const Tensor& dst_;
+  const DeviceCopyPlan& plan_;
+  const bool pack_;
+  DimVector layout_;
+  Tensor moved_src_;
+  Tensor temp_like_;
+  Device temp_device_;
+  Tensor whole_temp_;
+  std::optional<Stream> side_;
+  std::optional<Stream> owner_;
+  Stream move_stream_;
+};
 
 }  // namespace
 
@@ -93,26 +257,23 @@ void staged_copy(const TensorIterator& iter, const DeviceCopyPlan& plan, bool no
   const bool pin_dst_temp = host_dst && ordered;
 
   const Tensor src_x = expanded_source(dst, src);
-  if (plan.side == StagingSide::kSource) {
-    // Convert (and lay out) next to the source, move, copy back into a non-dense destination; a
-    // pageable host source goes in pieces when the plan says so.
+  if (plan.pieces > 1) {
+    PieceCopy(dst, src_x, plan).run();
+  } else if (plan.side == StagingSide::kSource) {
+    // Convert (and lay out) next to the source, move, copy back into a non-dense destination.
     const DimVector layout = source_side_layout(dst, src_x);
     Tensor dst_stage = dst;
     if (plan.dst_temporary) {
       dst_stage = staging_tensor(dst.sizes(), layout, dst.dtype(), dst_device, dst.is_conj(),
                                  dst.is_neg(), pin_dst_temp);
     }
-    if (plan.pieces > 1) {
-      move_in_pieces(dst_stage, src_x, layout, plan, steps);
-    } else {
-      Tensor src_stage = src_x;
-      if (plan.src_temporary) {
-        src_stage = staging_tensor(dst.sizes(), layout, dst.dtype(), src_device, dst.is_conj(),
-                                   dst.is_neg(), pin_src_temp);
-        steps.run(src_stage, src_x);
-      }
-      steps.run(dst_stage, src_stage);
+    Tensor src_stage = src_x;
+    if (plan.src_temporary) {
+      src_stage = staging_tensor(dst.sizes(), layout, dst.dtype(), src_device, dst.is_conj(),
+                                 dst.is_neg(), pin_src_temp);
+      steps.run(src_stage, src_x);
     }
+    steps.run(dst_stage, src_stage);
     if (plan.dst_temporary) steps.run(dst, dst_stage);
   } else {
     // Move the source's own elements, then convert, broadcast and scatter next to dst.

@@ -77,12 +77,15 @@ class AllocationCounter final : public Allocator {
   std::atomic<int64_t> pageable_{0};
 };
 
-// The temporaries `plan` says the copy makes on `device` (cpu: host temporaries; a source
-// temporary in pieces is one pinned block per piece).
+// The temporaries `plan` says the copy makes on `device` (cpu: host temporaries). In pieces, a
+// host temporary is one pinned block per piece and a device temporary one block of the whole.
 int64_t planned_temporaries(const DeviceCopyPlan& plan, Device device) {
   if (plan.path != DeviceCopyPath::kStaged) return 0;
-  return (plan.src_temporary && plan.src_device == device ? plan.pieces : 0) +
-         int64_t{plan.dst_temporary && plan.dst_device == device};
+  const auto count = [&](bool temporary, Device at) -> int64_t {
+    if (!temporary || at != device) return 0;
+    return at.is_cpu() ? plan.pieces : 1;
+  };
+  return count(plan.src_temporary, plan.src_device) + count(plan.dst_temporary, plan.dst_device);
 }
 
 // For the scope: staged copies move in pieces of `bytes` (a few bytes reach the pieces path with
@@ -98,6 +101,20 @@ class PieceBytes {
   int64_t previous_;
 };
 
+// For the scope: the pool runs one thread, which lets the sim cut copies whose strided step runs
+// on a side stream into pieces (with more, the step and the sim's transfers contend for the
+// CPUs, and the plan keeps them whole).
+class OnePoolThread {
+ public:
+  OnePoolThread() : previous_(get_num_threads()) { set_num_threads(1); }
+  OnePoolThread(const OnePoolThread&) = delete;
+  OnePoolThread& operator=(const OnePoolThread&) = delete;
+  ~OnePoolThread() { set_num_threads(previous_); }
+
+ private:
+  int previous_;
+};
+
 struct Coverage {
   std::map<std::string, int> paths;
   void add(const DeviceCopyPlan& plan) {
@@ -105,31 +122,40 @@ struct Coverage {
     if (plan.path == DeviceCopyPath::kStaged)
       key += std::string("/") + staging_side_name(plan.side);
     ++paths[key];
-    if (plan.pieces > 1) ++paths["staged in pieces"];
+    if (plan.pieces > 1) {
+      ++paths["staged in pieces"];
+      ++paths[std::string("pieces, ") + (plan.src_temporary ? "packed" : "scattered") + " on " +
+              (plan.pieces_on_side_stream ? "a side stream" : "the calling thread")];
+    }
   }
 };
 
 // One random copy from src_device to dst_device, checked against the oracle. `for_pieces`: a
-// pageable source in a random layout whose values move unchanged into a contiguous destination,
-// in pieces of a few bytes (the copies a plan cuts into pieces, when they are staged).
+// copy in pieces of a few bytes whose values move unchanged, or with a conversion, between a
+// pageable or pinned host tensor and a device (the copies a plan cuts into pieces, when they
+// are staged with one strided step).
 void random_copy(std::mt19937_64& rng, Device dst_device, Device src_device, Coverage& coverage,
                  bool for_pieces = false) {
-  const std::vector<int64_t> sizes = random_sizes(rng);
+  std::vector<int64_t> sizes = random_sizes(rng);
+  if (for_pieces) sizes.insert(sizes.begin(), {2 + int64_t(rng() % 5), 2 + int64_t(rng() % 5)});
   const bool plain = !for_pieces && rng() % 4 == 0;  // dense, same dtype, same bits: a memcpy
   // A third of the others keep the values too (any layouts): staged copies that only move.
-  const bool same_values = plain || for_pieces || rng() % 3 == 0;
+  const bool same_values = plain || (for_pieces ? rng() % 2 == 0 : rng() % 3 == 0);
   const ScalarType dst_dtype = kAllDtypes[rng() % kAllDtypes.size()];
   const ScalarType src_dtype = same_values ? dst_dtype : kAllDtypes[rng() % kAllDtypes.size()];
-  const bool broadcast = !plain && !for_pieces && rng() % 3 == 0;
-  Tensor dst_h = random_view(rng, sizes, dst_dtype, false, plain || for_pieces || rng() % 3 == 0);
-  Tensor src_h = random_view(rng, sizes, src_dtype, broadcast, plain || rng() % 3 == 0);
+  const bool broadcast = !plain && rng() % 3 == 0;
+  // (In pieces, mostly dense destinations: a non-dense one makes a second strided step.)
+  const bool dense_dst = plain || (for_pieces ? rng() % 3 != 0 : rng() % 3 == 0);
+  Tensor dst_h = random_view(rng, sizes, dst_dtype, false, dense_dst);
+  Tensor src_h = random_view(rng, sizes, src_dtype, broadcast,
+                             plain || (for_pieces ? rng() % 5 == 0 : rng() % 3 == 0));
   if (!same_values) {
     dst_h = with_random_bits(dst_h, rng);
     src_h = with_random_bits(src_h, rng);
   }
   fill_random(dst_h, rng);
   fill_random(src_h, rng);
-  const bool pinned = !for_pieces && rng() % 2 == 0;
+  const bool pinned = rng() % 2 == 0;
   const bool non_blocking = rng() % 2 == 0;
   // Half of the copies move staged sources in pieces of 1 to 64 bytes, the others at the default.
   const PieceBytes piece_bytes(for_pieces || rng() % 2 == 0 ? 1 + static_cast<int64_t>(rng() % 64)
@@ -173,9 +199,15 @@ void random_copy(std::mt19937_64& rng, Device dst_device, Device src_device, Cov
                                                          "when the host tensor is";
     }
     if (plan.pieces > 1) {
-      EXPECT_FALSE(pinned) << "pieces only from pageable memory; " << plan.describe();
-      EXPECT_EQ(plan.side, StagingSide::kSource) << plan.describe();
-      EXPECT_TRUE(src_device.is_cpu()) << plan.describe();
+      EXPECT_NE(plan.src_temporary, plan.dst_temporary)
+          << "pieces only with one strided step beside the move; " << plan.describe();
+      const Device work = plan.src_temporary ? src_device : dst_device;
+      EXPECT_EQ(plan.pieces_on_side_stream, !work.is_cpu() || pinned)
+          << "the calling thread does only host work on pageable memory; " << plan.describe();
+      EXPECT_TRUE(!plan.pieces_on_side_stream || get_num_threads() == 1 ||
+                  !get_backend(plan.piece_device.type()).runs_on_host_cpus())
+          << "on the sim, side streams take pieces only with a pool of one thread; "
+          << plan.describe();
     }
     const bool pinned_blocks = plan.pinned_host_temporaries || plan.pieces > 1;
     EXPECT_EQ(counter.pinned(), pinned_blocks ? host_temporaries : 0) << "pinned host blocks";
@@ -299,47 +331,114 @@ TEST_F(ChaosPairs, RandomCopiesWithRandomCurrentStreams) {
   }
 }
 
-// Pageable sources in random layouts going to either device in pieces of a few bytes, under
-// chaos with random current streams: every copy matches the oracle, and each one the plan cuts
-// makes one pinned block per piece and no pageable temporary (random_copy checks both).
-TEST_F(ChaosPairs, PageableSourcesMoveInPieces) {
+// Copies between the host (pageable and pinned) and either device, and between the two
+// devices without peer access, in pieces of a few bytes, under chaos with random current
+// streams: every copy matches the oracle, makes the temporaries its plan names (random_copy
+// checks), and every kind of piece (packed or scattered, on the calling thread or on a side
+// stream) is taken.
+TEST_F(ChaosPairs, StagedCopiesMoveInPieces) {
   SCOPED_TRACE(seed_trace());
   auto rng = test_rng();
+  sim::SimConfig c = config();
+  c.peer_mode = sim::SimConfig::PeerMode::kNone;
+  sim::configure(c);
+  const OnePoolThread one_thread;
+  const std::pair<Device, Device> pairs[] = {// {dst, src}
+                                             {kSim0, Device("cpu")}, {kSim1, Device("cpu")},
+                                             {Device("cpu"), kSim0}, {Device("cpu"), kSim1},
+                                             {kSim1, kSim0},         {kSim0, kSim1}};
   Coverage coverage;
-  for (int i = 0; i < 80; ++i) {
-    const Device dst = rng() % 2 == 0 ? kSim0 : kSim1;
-    set_current_stream(rng() % 2 == 0 ? default_stream(dst) : get_stream_from_pool(dst));
-    random_copy(rng, dst, Device("cpu"), coverage, /*for_pieces=*/true);
+  for (int i = 0; i < 360; ++i) {
+    const auto [dst, src] = pairs[rng() % std::size(pairs)];
+    for (Device d : {kSim0, kSim1}) {
+      set_current_stream(rng() % 2 == 0 ? default_stream(d) : get_stream_from_pool(d));
+    }
+    random_copy(rng, dst, src, coverage, /*for_pieces=*/true);
     if (HasFatalFailure()) return;
   }
-  EXPECT_GT(coverage.paths["staged in pieces"], 10) << "copies cut into pieces, of 80";
+  std::string seen;
+  for (const auto& [path, n] : coverage.paths) seen += path + ": " + std::to_string(n) + "; ";
+  SCOPED_TRACE(seen);
+  RecordProperty("paths", seen);
+  EXPECT_GT(coverage.paths["staged in pieces"], 60) << "copies cut into pieces, of 360";
+  for (const char* kind :
+       {"pieces, packed on the calling thread", "pieces, packed on a side stream",
+        "pieces, scattered on the calling thread", "pieces, scattered on a side stream"}) {
+    EXPECT_GT(coverage.paths[kind], 0) << kind;
+  }
 }
 
-// A transposed pageable source going to a device moves in pieces: the plan says how many and
-// along which dimension, describe() shows them, and the values land whole, blocking or not.
-// From pinned memory (the pack is queued on the stream) it moves whole.
-TEST_F(XdevTest, PageableTransposedSourceMovesInPieces) {
+// A transposed copy between the host and a device, or between devices without peer access,
+// goes in pieces: the plan says how many, along which dimension and where the strided step
+// runs, describe() shows it, and the values land whole, blocking or not.
+TEST_F(XdevTest, TransposedCopiesMoveInPieces) {
   SCOPED_TRACE(seed_trace());
   auto rng = test_rng();
+  sim::SimConfig c = config();
+  c.peer_mode = sim::SimConfig::PeerMode::kNone;
+  sim::configure(c);
   const PieceBytes piece_bytes(64 * 1024);
-  Tensor src_h = empty({512, 384}, kFloat32);
-  fill_random(src_h, rng);
-  const Tensor src = src_h.t();  // [384, 512], 768 KiB: 12 pieces of 64 KiB along dim 0
-  const std::vector<uint8_t> expected = read_storage(src.contiguous());
-  for (const bool non_blocking : {false, true}) {
-    Tensor dst = empty({384, 512}, TensorOptions(kFloat32).device(kSim0));
-    const DeviceCopyPlan plan = plan_device_copy(dst, src, non_blocking);
-    EXPECT_EQ(plan.pieces, 12) << plan.describe();
-    EXPECT_EQ(plan.piece_dim, 0) << plan.describe();
-    EXPECT_NE(plan.describe().find("in 12 pieces along dim 0"), std::string::npos)
-        << plan.describe();
-    dst.copy_(src, non_blocking);
-    device_synchronize(kSim0);
-    EXPECT_EQ(read_storage(dst), expected) << (non_blocking ? "non-blocking" : "blocking");
+  const OnePoolThread one_thread;
+  Tensor base = empty({512, 384}, kFloat32);
+  fill_random(base, rng);
+  const std::vector<uint8_t> expected = read_storage(base.t().contiguous());
+  struct Case {
+    const char* name;
+    Device src_device, dst_device;
+    bool pinned;
+    bool pack;         // else scattered
+    const char* lane;  // in describe()
+  };
+  const Case cases[] = {
+      {"h2d pageable", Device("cpu"), kSim0, false, true, "on the calling thread"},
+      {"h2d pinned", Device("cpu"), kSim0, true, true, "on a side stream of sim:0"},
+      {"d2h", kSim0, Device("cpu"), false, true, "on a side stream of sim:0"},
+      {"sim:0 to sim:1, no peer access", kSim0, kSim1, false, true, "on a side stream of sim:0"},
+  };
+  for (const Case& k : cases) {
+    for (const bool non_blocking : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << k.name << (non_blocking ? ", non-blocking" : ""));
+      const Tensor src = place(base, k.src_device, k.pinned).t();  // [384, 512], 768 KiB
+      Tensor dst = place(empty({384, 512}, kFloat32), k.dst_device, k.pinned);
+      const DeviceCopyPlan plan = plan_device_copy(dst, src, non_blocking);
+      EXPECT_EQ(plan.pieces, 12) << plan.describe();  // of 64 KiB, along dim 0
+      EXPECT_EQ(plan.piece_dim, 0) << plan.describe();
+      EXPECT_EQ(plan.src_temporary, k.pack) << plan.describe();
+      EXPECT_NE(plan.describe().find("in 12 pieces along dim 0: each packed"), std::string::npos)
+          << plan.describe();
+      EXPECT_NE(plan.describe().find(k.lane), std::string::npos) << plan.describe();
+      dst.copy_(src, non_blocking);
+      for (Device d : {kSim0, kSim1}) device_synchronize(d);
+      EXPECT_EQ(read_storage(dst), expected);
+    }
   }
-  const Tensor pinned_src = place(src_h, Device("cpu"), /*pinned=*/true).t();
-  Tensor dst = empty({384, 512}, TensorOptions(kFloat32).device(kSim0));
-  EXPECT_EQ(plan_device_copy(dst, pinned_src, false).pieces, 1);
+  // A converting copy to pageable host memory, blocking: the host scatters (and converts) each
+  // piece while the next one moves; to pinned memory, a side stream does.
+  for (const bool pinned : {false, true}) {
+    SCOPED_TRACE(pinned ? "d2h converting, pinned" : "d2h converting, pageable");
+    const Tensor src = place(base, kSim0, false).t();
+    Tensor dst = place(empty({384, 512}, kFloat64), Device("cpu"), pinned);
+    const DeviceCopyPlan plan = plan_device_copy(dst, src, /*non_blocking=*/false);
+    EXPECT_EQ(plan.side, StagingSide::kDestination) << plan.describe();
+    EXPECT_EQ(plan.pieces, 12) << plan.describe();
+    EXPECT_EQ(plan.piece_dim, 1) << plan.describe();  // the source's outermost in memory
+    EXPECT_NE(plan.describe().find(pinned ? "scattered while the next moves, on a side stream"
+                                          : "scattered while the next moves, on the calling"),
+              std::string::npos)
+        << plan.describe();
+    dst.copy_(src);
+    EXPECT_EQ(read_storage(dst), read_storage(base.t().contiguous().to(kFloat64)));
+  }
+  // With two pool threads the sim keeps side-stream work whole; the calling thread's pieces stay.
+  set_num_threads(2);
+  const Tensor host_t = base.t();
+  const Tensor pinned_t = place(base, Device("cpu"), true).t();
+  const Tensor device_t = place(base, kSim0, false).t();
+  Tensor on_device = place(empty({384, 512}, kFloat32), kSim0);
+  Tensor on_host = empty({384, 512}, kFloat32);
+  EXPECT_EQ(plan_device_copy(on_device, host_t, false).pieces, 12);
+  EXPECT_EQ(plan_device_copy(on_device, pinned_t, false).pieces, 1);
+  EXPECT_EQ(plan_device_copy(on_host, device_t, false).pieces, 1);
 }
 
 // Copies large enough for the CPU engine to split its work across threads, inside a sim

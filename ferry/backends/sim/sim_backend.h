@@ -36,6 +36,7 @@ class SimBackend final : public Backend {
   void device_synchronize(int device) override;
   MemoryInfo memory_info(int device) override;
   std::vector<std::pair<std::string, std::string>> settings() override;
+  bool runs_on_host_cpus() const override { return true; }
 
   void* malloc(int device, size_t nbytes) override;
   void free(int device, void* ptr) override;
