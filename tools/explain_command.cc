@@ -172,7 +172,7 @@ void explain_device_copy(const Tensor& dst, const Tensor& src, const TensorItera
   std::printf("plan: %s\n", plan.describe().c_str());
   if (plan.path == DeviceCopyPath::kKernel || plan.path == DeviceCopyPath::kPeerKernel) {
     std::printf("device kernel: %s\n",
-                cpu::plan_copy(cpu::copy_problem_from(iter)).describe().c_str());
+                cpu::plan_copy(copy_problem_from(iter)).describe().c_str());
   }
   if (!dst.is_cpu() && !src.is_cpu()) {
     const Stream copy_stream = current_stream(src.device());
@@ -275,7 +275,7 @@ int run_explain(const ExplainOptions& o) {
   std::printf("route: %s\n", copy_route_name(route));
   if (route == CopyRoute::kNothing) return 0;
 
-  cpu::CopyProblem problem;
+  CopyProblem problem;
   std::string temporaries = "none";
   if (route == CopyRoute::kDenseCpu) {
     problem = dense_copy_problem(dst, src);
@@ -314,7 +314,7 @@ int run_explain(const ExplainOptions& o) {
       }
       return 0;
     }
-    problem = cpu::copy_problem_from(iter);
+    problem = copy_problem_from(iter);
   }
   const cpu::CopyPlan plan = cpu::plan_copy(problem);
   const int64_t n = problem.numel();

@@ -1,10 +1,9 @@
-// The copy_ operator: Tensor::copy_ dispatches to copy_impl, which takes the early exits,
-// refuses self-aliasing destinations, copies a partly overlapping source through a temporary,
-// builds the iterator and hands it to the device type's copy_stub kernel. Same-sized row-major
-// CPU copies skip the iterator: their CopyProblem is one run, known without building anything.
+// The copy_ operator: Tensor::copy_ dispatches to copy_impl, which acts on copy_route: the early
+// exits, the refusal of self-aliasing destinations, a partly overlapping source copied through a
+// temporary, then the iterator handed to the device type's copy_stub kernel. Same-sized
+// row-major CPU copies skip the iterator: their CopyProblem is one run, known without building
+// anything, which copy_problem_stub runs on the CPU engine.
 #include "ferry/ops/copy.h"
-
-#include <algorithm>
 
 #include "ferry/dispatch/library.h"
 #include "ferry/iter/copy_stub.h"
@@ -89,10 +88,10 @@ TensorIterator build_copy_iterator(const Tensor& self, const Tensor& src, IterBu
       .build();
 }
 
-cpu::CopyProblem dense_copy_problem(const Tensor& self, const Tensor& src) {
+CopyProblem dense_copy_problem(const Tensor& self, const Tensor& src) {
   const TensorImpl& d = *self.impl();
   const TensorImpl& s = *src.impl();
-  cpu::CopyProblem p;
+  CopyProblem p;
   p.sizes.assign(1, d.numel());
   p.dst_strides.assign(1, static_cast<int64_t>(d.itemsize()));
   p.src_strides.assign(1, static_cast<int64_t>(s.itemsize()));
@@ -100,41 +99,53 @@ cpu::CopyProblem dense_copy_problem(const Tensor& self, const Tensor& src) {
   p.src = static_cast<const char*>(s.data());
   p.dst_dtype = d.dtype();
   p.src_dtype = s.dtype();
-  p.conj = is_complex(d.dtype()) && d.is_conj() != s.is_conj();
-  p.neg = d.is_neg() != s.is_neg();
+  const CopyLazyBits bits =
+      copy_lazy_bits(d.dtype(), d.is_conj(), d.is_neg(), s.is_conj(), s.is_neg());
+  p.conj = bits.conj;
+  p.neg = bits.neg;
   return p;
 }
 
-Tensor copy_of_source(const Tensor& src) {
-  DimVector sizes(src.sizes());
+Tensor compact_broadcast(const Tensor& t) {
+  DimVector sizes(t.sizes());
+  bool broadcast = false;
   for (size_t d = 0; d < sizes.size(); ++d) {
-    if (src.strides()[d] == 0) sizes[d] = std::min<int64_t>(sizes[d], 1);
+    if (t.strides()[d] == 0 && sizes[d] > 1) {
+      sizes[d] = 1;
+      broadcast = true;
+    }
   }
-  const Tensor compact = src.as_strided(sizes, src.strides());
+  return broadcast ? t.as_strided(sizes, t.strides()) : t;
+}
+
+Tensor copy_of_source(const Tensor& src) {
+  const Tensor compact = compact_broadcast(src);
   // Equal lazy bits make this copy move the stored values as they are, which keeps the final
   // copy's order "convert, then conj/neg" (resolving neg first would differ, e.g. uint8 -> f32).
-  Tensor tmp = empty(sizes, TensorOptions(src.dtype()).device(src.device()));
+  Tensor tmp = empty(compact.sizes(), TensorOptions(src.dtype()).device(src.device()));
   if (src.is_conj()) tmp = tmp.conj();
   if (src.is_neg()) tmp = tmp._neg_view();
   copy_impl(tmp, compact, /*non_blocking=*/false);
   return tmp.expand(src.sizes());
 }
 
+// Acts on the route copy_route gives (which `ferry explain` prints), so the two cannot drift.
 Tensor& copy_impl(Tensor& self, const Tensor& src, bool non_blocking) {
-  check_defined(self, src);
+  const CopyRoute route = copy_route(self, src);  // raises for undefined or self-aliasing dst
   self.impl()->bump_version();
-  if (is_same_data(self, src)) return self;
-  if (dense_cpu_applies(*self.impl(), *src.impl())) {
-    if (self.numel() == 0) return self;
-    const cpu::CopyProblem p = dense_copy_problem(self, src);
-    cpu::run_copy(p, cpu::plan_copy(p));
-    return self;
+  switch (route) {
+    case CopyRoute::kNothing:
+      return self;
+    case CopyRoute::kDenseCpu:
+      copy_problem_stub(DeviceType::CPU, dense_copy_problem(self, src));
+      return self;
+    case CopyRoute::kIterator:
+    case CopyRoute::kIteratorViaCopy:
+      break;
   }
-  check_no_internal_overlap(self);
   // PyTorch refuses a partly overlapping source; reading it from a copy gives the result a
   // user means (the source's values before the copy) at the cost of one temporary.
-  const Tensor source =
-      get_overlap_status(self, src) == MemOverlapStatus::Partial ? copy_of_source(src) : src;
+  const Tensor source = route == CopyRoute::kIteratorViaCopy ? copy_of_source(src) : src;
   TensorIterator iter = build_copy_iterator(self, source);
   if (iter.numel() == 0) return self;
   // A non-CPU side wins: its kernel knows how to reach host memory, not the other way round.

@@ -5,8 +5,8 @@
 // copy_impl's decisions, without copying, for `ferry explain` and for tests.
 #pragma once
 
-#include "ferry/backends/cpu/copy_plan.h"
 #include "ferry/core/tensor.h"
+#include "ferry/iter/copy_problem.h"
 #include "ferry/iter/tensor_iterator.h"
 
 namespace ferry {
@@ -37,8 +37,12 @@ CopyRoute copy_route(const Tensor& self, const Tensor& src);
 TensorIterator build_copy_iterator(const Tensor& self, const Tensor& src,
                                    IterBuildTrace* trace = nullptr);
 
-// The one-run problem of the kDenseCpu route.
-cpu::CopyProblem dense_copy_problem(const Tensor& self, const Tensor& src);
+// The one-run problem of the kDenseCpu route, which copy_problem_stub runs on the CPU engine.
+CopyProblem dense_copy_problem(const Tensor& self, const Tensor& src);
+
+// A view of `t` with every broadcast (stride-0) dimension of size above 1 cut to size 1: the
+// elements a copy from it actually has to read. Expanding it back to t's sizes gives t.
+Tensor compact_broadcast(const Tensor& t);
 
 // The temporary the kIteratorViaCopy route reads from: src's stored values in new memory with
 // src's sizes, dtype and lazy bits, broadcast dimensions stored once.

@@ -81,23 +81,8 @@ void memcpy_copy(const TensorIterator& iter, const DeviceCopyPlan& plan, bool no
   });
 }
 
-DeviceCopyProblem device_problem_from(const TensorIterator& iter) {
-  DeviceCopyProblem p;
-  p.sizes = DimVector(iter.shape());
-  p.dst_strides = DimVector(iter.strides(0));
-  p.src_strides = DimVector(iter.strides(1));
-  p.dst = iter.data_ptr(0);
-  p.src = iter.data_ptr(1);
-  p.dst_dtype = iter.dtype(0);
-  p.src_dtype = iter.dtype(1);
-  const CopyLazyBits bits = copy_lazy_bits(iter);
-  p.conj = bits.conj;
-  p.neg = bits.neg;
-  return p;
-}
-
 void kernel_copy(const TensorIterator& iter, const DeviceCopyPlan& plan) {
-  const DeviceCopyProblem problem = device_problem_from(iter);
+  const CopyProblem problem = copy_problem_from(iter);
   on_copy_stream(plan.dst_device, plan.src_device, [&](const Stream& stream) {
     device_copy_kernel_stub(stream.device_type(), problem, stream);
   });

@@ -18,18 +18,6 @@
 namespace ferry {
 namespace detail {
 
-Tensor compact_source(const Tensor& src) {
-  DimVector sizes(src.sizes());
-  bool broadcast = false;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (src.strides()[d] == 0 && sizes[d] > 1) {
-      sizes[d] = 1;
-      broadcast = true;
-    }
-  }
-  return broadcast ? src.as_strided(sizes, src.strides()) : src;
-}
-
 DimVector source_side_layout(const Tensor& dst, const Tensor& src_expanded) {
   if (dst.is_non_overlapping_and_dense()) return DimVector(dst.strides());
   if (same_stored_values(dst, src_expanded) && src_expanded.is_non_overlapping_and_dense()) {
@@ -217,7 +205,7 @@ DeviceCopyPlan plan_device_copy(const TensorIterator& iter, bool non_blocking) {
       !(same_values && src_x.is_non_overlapping_and_dense() && src_x.strides().equals(layout));
   const bool a_dst_temp = !dst.is_non_overlapping_and_dense();
   const int64_t a_bytes = dst.numel() * static_cast<int64_t>(dst.element_size());
-  const Tensor compact = detail::compact_source(src_x);
+  const Tensor compact = compact_broadcast(src_x);
   const bool b_src_temp = !compact.is_non_overlapping_and_dense();
   const int64_t b_bytes = compact.numel() * static_cast<int64_t>(src.element_size());
 

@@ -14,11 +14,11 @@
 #include <optional>
 #include <vector>
 
-#include "ferry/backends/cpu/copy_kernel.h"
 #include "ferry/device/event.h"
 #include "ferry/device/guard.h"
 #include "ferry/device/runtime.h"
 #include "ferry/device/stream.h"
+#include "ferry/iter/copy_stub.h"
 #include "ferry/memory/pinned_allocator.h"
 #include "ferry/ops/copy.h"
 #include "ferry/ops/device_copy.h"
@@ -49,8 +49,9 @@ class Steps {
     // not release tensors (freeing a pinned block records events). The recorded events keep
     // both blocks alive until the step has run.
     const TensorIterator iter = build_copy_iterator(d, src);
-    const cpu::CopyProblem problem = cpu::copy_problem_from(iter);
-    enqueue_host_function(host_order_, [problem] { cpu::copy(problem); });
+    const CopyProblem problem = copy_problem_from(iter);
+    enqueue_host_function(host_order_,
+                          [problem] { copy_problem_stub(DeviceType::CPU, problem); });
     memory::pinned_record_event(dst.storage(), host_order_);
     memory::pinned_record_event(src.storage(), host_order_);
   }
@@ -76,7 +77,7 @@ class PieceCopy {
       moved_src_ = src_x;  // pack: the pieces are packed from it; else moved from it
       temp_like_ = dst;    // the temporaries hold dst's dtype and lazy bits
     } else {
-      moved_src_ = compact_source(src_x);
+      moved_src_ = compact_broadcast(src_x);
       layout_ = destination_side_layout(moved_src_);
       temp_like_ = moved_src_;  // the source's own elements
     }
@@ -277,7 +278,7 @@ void staged_copy(const TensorIterator& iter, const DeviceCopyPlan& plan, bool no
     if (plan.dst_temporary) steps.run(dst, dst_stage);
   } else {
     // Move the source's own elements, then convert, broadcast and scatter next to dst.
-    const Tensor compact = compact_source(src_x);
+    const Tensor compact = compact_broadcast(src_x);
     Tensor src_stage = compact;
     if (plan.src_temporary) {
       src_stage = staging_tensor(compact.sizes(), destination_side_layout(compact), src.dtype(),

@@ -17,7 +17,7 @@ namespace ferry {
 void device_fill(const Tensor& self, const Scalar& stored) {
   FERRY_CHECK(!self.is_cpu(), "device_fill: expected a device tensor, but got one on the cpu");
   if (self.numel() == 0) return;
-  DeviceCopyProblem problem;
+  CopyProblem problem;
   static_assert(sizeof(problem.value) >= sizeof(std::complex<double>));
   const size_t item = self.element_size();
   visit_dtype(self.dtype(), [&]<typename T>() {
@@ -39,7 +39,7 @@ void device_fill(const Tensor& self, const Scalar& stored) {
 
   // Writing an element that several indices share once is enough (and keeps the kernel's "dst
   // never aliases itself" rule); the iterator then coalesces dst against a broadcast scalar.
-  const Tensor dst = detail::compact_source(self);
+  const Tensor dst = compact_broadcast(self);
   unsigned char scalar_bytes[sizeof(problem.value)];
   std::memcpy(scalar_bytes, problem.value, sizeof(scalar_bytes));
   const Tensor scalar = from_blob(scalar_bytes, {}, TensorOptions(self.dtype()));
@@ -47,7 +47,7 @@ void device_fill(const Tensor& self, const Scalar& stored) {
   problem.sizes = DimVector(iter.shape());
   problem.dst_strides = DimVector(iter.strides(0));
   problem.src_strides = DimVector(iter.strides(1));
-  problem.dst = iter.data_ptr(0);
+  problem.dst = static_cast<char*>(iter.data_ptr(0));
   problem.src = nullptr;
   problem.src_is_value = true;
   problem.dst_dtype = self.dtype();

@@ -90,7 +90,7 @@ int64_t two_thread_numel(ScalarType dst_type, ScalarType src_type) {
 cpu::CopyPlan plan_of(const Tensor& dst, const Tensor& src) {
   const TensorIterator iter =
       TensorIteratorConfig().add_output(dst).add_input(src).check_all_same_dtype(false).build();
-  return cpu::plan_copy(cpu::copy_problem_from(iter));
+  return cpu::plan_copy(copy_problem_from(iter));
 }
 
 Tensor with_random_bits(std::mt19937_64& rng, Tensor t) {
@@ -215,7 +215,7 @@ TEST_F(CopyRandom, LargeNamedLayouts) {
                                     .add_input(big_src)
                                     .check_all_same_dtype(false)
                                     .build();
-    EXPECT_EQ(cpu::plan_copy(cpu::copy_problem_from(iter)).threads, threads);
+    EXPECT_EQ(cpu::plan_copy(copy_problem_from(iter)).threads, threads);
     ASSERT_TRUE(run_and_check({big_t, big_src}));
     for (ScalarType dst_type : {kFloat32, kBFloat16, kFloat64, kInt8}) {
       Tensor src = empty({333, 257});
@@ -251,7 +251,7 @@ TEST_F(CopyRandom, ReferenceKernelMatchesTheOracle) {
                               .resize_outputs(false)
                               .check_all_same_dtype(false)
                               .build();
-    if (iter.numel() > 0) cpu::run_copy_reference(cpu::copy_problem_from(iter));
+    if (iter.numel() > 0) cpu::run_copy_reference(copy_problem_from(iter));
     ASSERT_TRUE(check_copy(c.dst, c.src, dst_before, src_before));
   }
 }

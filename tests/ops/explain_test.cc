@@ -91,7 +91,7 @@ std::string planned(ferry::IntArrayRef shape, ferry::IntArrayRef perm, ferry::Sc
                                          .add_input(src)
                                          .check_all_same_dtype(false)
                                          .build();
-  const ferry::cpu::CopyPlan plan = ferry::cpu::plan_copy(ferry::cpu::copy_problem_from(iter));
+  const ferry::cpu::CopyPlan plan = ferry::cpu::plan_copy(ferry::copy_problem_from(iter));
   ferry::set_num_threads(saved);
   EXPECT_EQ(plan.kind, ferry::cpu::CopyKernelKind::Transpose);
   return plan.describe();

@@ -161,7 +161,7 @@ TEST(CopyElement, MatchesTheCpuReferenceForEveryDtypePair) {
         const bool conj = (flags & 1) != 0 && is_complex(dst_type);
         const bool neg = (flags & 2) != 0;
         std::vector<unsigned char> want(dst_item * kValues), got(dst_item * kValues);
-        cpu::CopyProblem p;
+        CopyProblem p;
         p.sizes.assign(size_t{1}, int64_t{kValues});
         p.dst_strides.assign(size_t{1}, static_cast<int64_t>(dst_item));
         p.src_strides.assign(size_t{1}, static_cast<int64_t>(src_item));

@@ -15,13 +15,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-DeviceCopyProblem contiguous_problem(const Tensor& dst, const Tensor& src) {
-  DeviceCopyProblem p;
+CopyProblem contiguous_problem(const Tensor& dst, const Tensor& src) {
+  CopyProblem p;
   p.sizes.assign(1, dst.numel());
   p.dst_strides.assign(1, static_cast<int64_t>(dst.element_size()));
   p.src_strides.assign(1, static_cast<int64_t>(src.element_size()));
-  p.dst = dst.data_ptr();
-  p.src = src.data_ptr();
+  p.dst = static_cast<char*>(dst.data_ptr());
+  p.src = static_cast<const char*>(src.data_ptr());
   p.dst_dtype = dst.dtype();
   p.src_dtype = src.dtype();
   return p;
@@ -34,7 +34,7 @@ TEST_F(XdevTest, SimKernelRefusesPeerMemoryUntilAccessIsEnabled) {
   device_synchronize(kSim1);
   device_synchronize(kSim0);
   const Stream stream = current_stream(kSim0);
-  const DeviceCopyProblem problem = contiguous_problem(dst, src);
+  const CopyProblem problem = contiguous_problem(dst, src);
 
   const std::string message =
       error_of<DeviceError>([&] { device_copy_kernel_stub(DeviceType::Sim, problem, stream); });
@@ -47,7 +47,7 @@ TEST_F(XdevTest, SimKernelRefusesPeerMemoryUntilAccessIsEnabled) {
   EXPECT_EQ(sim::device_of(&on_host), -1);
 
   // The destination side is checked too: a kernel on sim:0 writing sim:1's memory.
-  const DeviceCopyProblem reverse = contiguous_problem(src, dst);
+  const CopyProblem reverse = contiguous_problem(src, dst);
   EXPECT_THAT(
       error_of<DeviceError>([&] { device_copy_kernel_stub(DeviceType::Sim, reverse, stream); }),
       HasSubstr("expected the destination in memory of sim:0"));

@@ -9,6 +9,7 @@
 
 #include "ferry/core/scalar_type.h"
 #include "ferry/core/small_vector.h"
+#include "ferry/iter/copy_problem.h"
 
 namespace ferry::cpu {
 namespace kernels {
@@ -16,31 +17,9 @@ enum class TransposeOp : int8_t;  // copy_kernels.h
 struct ConjNeg;
 }  // namespace kernels
 
-// One copy after broadcasting, dimension reordering and coalescing.
-// Invariants (the TensorIterator's postconditions):
-//  - sizes, dst_strides and src_strides have the same length (possibly 0: one element);
-//  - every size is >= 2 except in a 1-d problem, and no two adjacent dims could be merged;
-//  - dims are ordered fastest-first for dst: dst_strides is non-decreasing where dst is dense;
-//  - strides are in bytes; src strides may be 0 (broadcast), dst strides never alias.
-// The values stored are src's converted to dst_dtype, conjugated if `conj`, negated if `neg`.
-struct CopyProblem {
-  DimVector sizes;
-  DimVector dst_strides;
-  DimVector src_strides;
-  char* dst = nullptr;
-  const char* src = nullptr;
-  ScalarType dst_dtype = ScalarType::Float32;
-  ScalarType src_dtype = ScalarType::Float32;
-  bool conj = false;
-  bool neg = false;
-
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t s : sizes) n *= s;
-    return n;
-  }
-  int ndim() const { return static_cast<int>(sizes.size()); }
-};
+// The problem is ferry::CopyProblem (ferry/iter/copy_problem.h), the one every copy kernel
+// takes; here it is used on host memory.
+using ferry::CopyProblem;
 
 enum class CopyKernelKind : int8_t {
   Memcpy,     // dense, same dtype, no conj/neg: memcpy, split across threads when large

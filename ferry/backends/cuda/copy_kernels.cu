@@ -71,7 +71,7 @@ void check_launch(int device, const char* what) {
 }
 
 template <typename Index>
-void launch(const DeviceCopyProblem& p, int ndim, char* dst, const char* src, int64_t numel,
+void launch(const CopyProblem& p, int ndim, char* dst, const char* src, int64_t numel,
             cudaStream_t stream, int device) {
   const int64_t* strides[2] = {p.dst_strides.data(), p.src_strides.data()};
   const OffsetCalculator<2, Index> offsets(ndim, p.sizes.data(), strides);
@@ -116,7 +116,7 @@ class DeviceScope {
   int previous_ = -1;
 };
 
-void cuda_copy_kernel(const DeviceCopyProblem& problem, const Stream& stream) {
+void cuda_copy_kernel(const CopyProblem& problem, const Stream& stream) {
   FERRY_CHECK_AS(DeviceError, stream.device_type() == DeviceType::CUDA,
                  "CUDA copy kernel: expected a CUDA stream, but got ", stream);
   FERRY_CHECK(problem.sizes.size() == problem.dst_strides.size() &&

@@ -1,12 +1,10 @@
-// The sim device's copy kernel (device_copy_kernel_stub for DeviceType::Sim): a DeviceCopyProblem
+// The sim device's copy kernel (device_copy_kernel_stub for DeviceType::Sim): a CopyProblem
 // runs on the stream's worker thread as the CPU copy engine over the read-write mappings, as a
 // GPU kernel runs on its device. Addresses are translated, and the extents they reach checked,
 // when the kernel is enqueued, so a bad address raises on the caller's thread, before anything
 // is queued. A peer's memory is accepted only when the stream's device has enabled access to it:
 // the policy decides when a kernel may read another device, and the sim holds it to that, as
 // a GPU would fault.
-#include <cstring>
-
 #include "ferry/backends/cpu/copy_plan.h"
 #include "ferry/backends/sim/sim.h"
 #include "ferry/core/array_ref.h"
@@ -44,7 +42,7 @@ int64_t extent(const DimVector& sizes, const DimVector& strides, ScalarType dtyp
   return bytes;
 }
 
-void sim_copy_kernel(const DeviceCopyProblem& problem, const Stream& stream) {
+void sim_copy_kernel(const CopyProblem& problem, const Stream& stream) {
   FERRY_CHECK_AS(DeviceError, stream.device_type() == DeviceType::Sim,
                  "sim copy kernel: expected a sim stream, but got ", stream);
   FERRY_CHECK(problem.sizes.size() == problem.dst_strides.size() &&
@@ -53,28 +51,15 @@ void sim_copy_kernel(const DeviceCopyProblem& problem, const Stream& stream) {
               IntArrayRef(problem.sizes), ", dst strides ", IntArrayRef(problem.dst_strides),
               " and src strides ", IntArrayRef(problem.src_strides));
   if (problem.numel() == 0) return;
-  cpu::CopyProblem p;
-  p.sizes = problem.sizes;
-  p.dst_strides = problem.dst_strides;
-  p.src_strides = problem.src_strides;
-  p.dst_dtype = problem.dst_dtype;
-  p.src_dtype = problem.src_dtype;
-  p.conj = problem.conj;
-  p.neg = problem.neg;
-  p.dst =
-      translate(problem.dst, extent(p.sizes, p.dst_strides, p.dst_dtype), stream, "destination");
-  struct Value {
-    alignas(16) unsigned char bytes[sizeof(problem.value)];
-  } value{};
-  if (problem.src_is_value) {
-    std::memcpy(value.bytes, problem.value, sizeof(value.bytes));
-  } else {
+  CopyProblem p = problem;  // the same problem, at host addresses
+  p.dst = translate(problem.dst, extent(p.sizes, p.dst_strides, p.dst_dtype), stream,
+                    "destination");
+  if (!problem.src_is_value) {
     p.src = translate(problem.src, extent(p.sizes, p.src_strides, p.src_dtype), stream, "source");
   }
-  const bool from_value = problem.src_is_value;
-  enqueue_host_function(stream, [p, value, from_value]() mutable {
-    // The value lives in this closure, which stays put while it runs.
-    if (from_value) p.src = reinterpret_cast<const char*>(value.bytes);
+  enqueue_host_function(stream, [p]() mutable {
+    // A fill's value lives in this closure's problem, which stays put while it runs.
+    if (p.src_is_value) p.src = reinterpret_cast<const char*>(p.value);
     cpu::run_copy(p, cpu::plan_copy(p));
   });
 }
