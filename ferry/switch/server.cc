@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "ferry/iter/parallel.h"
 #include "ferry/switch/frame_io.h"
 #include "ferry/switch/socket_io.h"
 
@@ -212,6 +213,9 @@ void Server::accept_one(int listen_fd, bool check_uid) {
   const int raw = fd.release();
   std::lock_guard lock(mutex_);
   c->thread = std::thread([this, c, raw] {
+    // The pool's CPUs, not the one CPU an OpenMP binding gave the thread that made the server:
+    // requests run models here (an in-process handler), and would otherwise share it.
+    ferry::detail::use_pool_cpus();
     UniqueFd owned(raw);
     try {
       serve(owned.get());
