@@ -13,6 +13,7 @@
 #include "ferry/core/error.h"
 #include "ferry/iter/parallel.h"
 #include "tests/support/errors.h"
+#include "tests/support/openmp_binding.h"
 #include "tests/support/tool.h"
 
 namespace ferry {
@@ -20,13 +21,7 @@ namespace {
 
 using testing::error_of;
 using ::testing::HasSubstr;
-
-int affinity_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  EXPECT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
-  return CPU_COUNT(&set);
-}
+using testing::thread_cpu_count;
 
 // One CPU this process may run on (not necessarily CPU 0 in a container).
 int some_allowed_cpu() {
@@ -71,9 +66,9 @@ TEST(PoolCpuList, ListsTheCpusThisProcessMayUseAsRanges) {
 }
 
 TEST(NumThreadsFromEnv, UnsetOrEmptyMeansTheAvailableCores) {
-  EXPECT_EQ(detail::available_cores(), affinity_cpus());
-  EXPECT_EQ(detail::num_threads_from_env(nullptr), affinity_cpus());
-  EXPECT_EQ(detail::num_threads_from_env(""), affinity_cpus());
+  EXPECT_EQ(detail::available_cores(), thread_cpu_count());
+  EXPECT_EQ(detail::num_threads_from_env(nullptr), thread_cpu_count());
+  EXPECT_EQ(detail::num_threads_from_env(""), thread_cpu_count());
 }
 
 TEST(NumThreadsFromEnv, MalformedValuesRaiseQuotingThem) {
@@ -111,7 +106,7 @@ TEST_F(NumThreadsInANewProcess, DefaultIsTheCoresTheProcessMayUse) {
   int status = 0;
   std::string out = run_tool("env -u FERRY_NUM_THREADS", kBigCopy, &status);
   EXPECT_EQ(status, 0) << out;
-  EXPECT_THAT(out, HasSubstr("of " + std::to_string(affinity_cpus()) + " (get_num_threads)"));
+  EXPECT_THAT(out, HasSubstr("of " + std::to_string(thread_cpu_count()) + " (get_num_threads)"));
   // Limited to one CPU, the default follows.
   out = run_tool("env -u FERRY_NUM_THREADS taskset -c " + std::to_string(some_allowed_cpu()),
                  kBigCopy, &status);  // taskset: util-linux, always installed
@@ -120,7 +115,7 @@ TEST_F(NumThreadsInANewProcess, DefaultIsTheCoresTheProcessMayUse) {
   // An empty value counts as unset.
   out = run_tool("FERRY_NUM_THREADS=", kBigCopy, &status);
   EXPECT_EQ(status, 0) << out;
-  EXPECT_THAT(out, HasSubstr("of " + std::to_string(affinity_cpus()) + " (get_num_threads)"));
+  EXPECT_THAT(out, HasSubstr("of " + std::to_string(thread_cpu_count()) + " (get_num_threads)"));
 }
 
 // OMP_PROC_BIND makes the OpenMP runtime (oneDNN's) bind the initial thread to one CPU when the
@@ -128,14 +123,14 @@ TEST_F(NumThreadsInANewProcess, DefaultIsTheCoresTheProcessMayUse) {
 // use: before this was handled, the tool printed "threads: 1 of 1" here, and 2 threads forced
 // with set_num_threads shared one CPU.
 TEST_F(NumThreadsInANewProcess, AnOpenMPBindingDoesNotConfineThePool) {
-  if (affinity_cpus() < 2) GTEST_SKIP() << "needs at least 2 CPUs to tell a binding apart";
+  if (thread_cpu_count() < 2) GTEST_SKIP() << "needs at least 2 CPUs to tell a binding apart";
   for (const char* bind : {"OMP_PROC_BIND=true", "OMP_PROC_BIND=close OMP_PLACES=cores"}) {
     SCOPED_TRACE(bind);
     int status = 0;
     const std::string out =
         run_tool(std::string("env -u FERRY_NUM_THREADS ") + bind, kBigCopy, &status);
     EXPECT_EQ(status, 0) << out;
-    const std::string n = std::to_string(affinity_cpus());
+    const std::string n = std::to_string(thread_cpu_count());
     EXPECT_THAT(out,
                 HasSubstr("threads: " + n + " of " + n + " (get_num_threads), workers on CPUs " +
                           detail::pool_cpu_list() + "\n"));
