@@ -171,8 +171,7 @@ void explain_device_copy(const Tensor& dst, const Tensor& src, const TensorItera
               type.c_str());
   std::printf("plan: %s\n", plan.describe().c_str());
   if (plan.path == DeviceCopyPath::kKernel || plan.path == DeviceCopyPath::kPeerKernel) {
-    std::printf("device kernel: %s\n",
-                cpu::plan_copy(copy_problem_from(iter)).describe().c_str());
+    std::printf("device kernel: %s\n", cpu::plan_copy(copy_problem_from(iter)).describe().c_str());
   }
   if (!dst.is_cpu() && !src.is_cpu()) {
     const Stream copy_stream = current_stream(src.device());

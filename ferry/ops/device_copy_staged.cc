@@ -50,8 +50,7 @@ class Steps {
     // both blocks alive until the step has run.
     const TensorIterator iter = build_copy_iterator(d, src);
     const CopyProblem problem = copy_problem_from(iter);
-    enqueue_host_function(host_order_,
-                          [problem] { copy_problem_stub(DeviceType::CPU, problem); });
+    enqueue_host_function(host_order_, [problem] { copy_problem_stub(DeviceType::CPU, problem); });
     memory::pinned_record_event(dst.storage(), host_order_);
     memory::pinned_record_event(src.storage(), host_order_);
   }

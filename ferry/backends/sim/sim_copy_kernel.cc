@@ -52,8 +52,8 @@ void sim_copy_kernel(const CopyProblem& problem, const Stream& stream) {
               " and src strides ", IntArrayRef(problem.src_strides));
   if (problem.numel() == 0) return;
   CopyProblem p = problem;  // the same problem, at host addresses
-  p.dst = translate(problem.dst, extent(p.sizes, p.dst_strides, p.dst_dtype), stream,
-                    "destination");
+  p.dst =
+      translate(problem.dst, extent(p.sizes, p.dst_strides, p.dst_dtype), stream, "destination");
   if (!problem.src_is_value) {
     p.src = translate(problem.src, extent(p.sizes, p.src_strides, p.src_dtype), stream, "source");
   }
