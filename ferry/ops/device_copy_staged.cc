@@ -139,12 +139,11 @@ class PieceCopy {
   void step(const Tensor& to, const Tensor& from) const {
     if (!side_) {
       Steps(Stream(), /*ordered=*/false).run(to, from);
-    } else if (temp_device_.is_cpu()) {
-      Steps(*side_, /*ordered=*/true).run(to, from);
-    } else {
-      StreamGuard guard(*side_);
-      Steps(*side_, /*ordered=*/true).run(to, from);
+      return;
     }
+    std::optional<StreamGuard> guard;  // a kernel runs on its device's current stream
+    if (!temp_device_.is_cpu()) guard.emplace(*side_);
+    Steps(*side_, /*ordered=*/true).run(to, from);
   }
   // The move, on the current streams (its memcpy records its event on a pinned block).
   static void move(const Tensor& to, const Tensor& from) {

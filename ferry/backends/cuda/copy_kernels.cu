@@ -216,13 +216,16 @@ void launch_dense(const CopyProblem& p, const CudaCopyPlan& plan, cudaStream_t s
     constexpr int kWidest = static_cast<int>(16 / std::max(sizeof(D), sizeof(S)));
     auto* dst = reinterpret_cast<D*>(p.dst);
     const auto* src = reinterpret_cast<const S*>(p.src);
+    const auto launch = [&]<int N>() {
+      dense_copy_kernel<D, S, N>
+          <<<static_cast<unsigned>(blocks_for(numel / N)), kThreads, 0, stream>>>(dst, src, numel,
+                                                                                  p.conj, p.neg);
+    };
+    // The two widths the kernel is compiled for (plan.vector is one of them).
     if (plan.vector == kWidest) {
-      dense_copy_kernel<D, S, kWidest>
-          <<<static_cast<unsigned>(blocks_for(numel / kWidest)), kThreads, 0, stream>>>(
-              dst, src, numel, p.conj, p.neg);
+      launch.template operator()<kWidest>();
     } else {
-      dense_copy_kernel<D, S, 1><<<static_cast<unsigned>(blocks_for(numel)), kThreads, 0, stream>>>(
-          dst, src, numel, p.conj, p.neg);
+      launch.template operator()<1>();
     }
   });
   check_launch(device, "dense copy kernel");

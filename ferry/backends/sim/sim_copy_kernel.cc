@@ -60,7 +60,7 @@ void sim_copy_kernel(const CopyProblem& problem, const Stream& stream) {
   enqueue_host_function(stream, [p]() mutable {
     // A fill's value lives in this closure's problem, which stays put while it runs.
     if (p.src_is_value) p.src = reinterpret_cast<const char*>(p.value);
-    cpu::run_copy(p, cpu::plan_copy(p));
+    cpu::copy(p);
   });
 }
 
