@@ -121,6 +121,25 @@ TEST(Factories, RandomIsSeedableAndInRange) {
   EXPECT_THROW(randint(3, 3, {2}), Error);
 }
 
+// The draws depend on the element's index only, so a tensor generated over the pool's threads
+// equals one generated on one thread, element for element, whatever the chunking.
+TEST(Factories, RandomValuesDoNotDependOnTheThreadCount) {
+  const int saved = get_num_threads();
+  const int64_t n = 100003;  // several chunks and a short last one
+  std::vector<std::vector<double>> draws[2];
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    Generator g(1234);
+    auto& out = draws[threads - 1];
+    out.push_back(values<double>(randn({n}, kDouble, &g)));
+    out.push_back(values<float>(rand({n}, kFloat, &g)));
+    out.push_back(values<int64_t>(randint(-1000, 1000, {n}, {}, &g)));
+    out.push_back(values<float>(arange(0, n, 1, kFloat)));
+  }
+  set_num_threads(saved);
+  for (size_t k = 0; k < draws[0].size(); ++k) EXPECT_EQ(draws[0][k], draws[1][k]) << "draw " << k;
+}
+
 TEST(Factories, FromBlob) {
   float data[6] = {0, 1, 2, 3, 4, 5};
   Tensor t = from_blob(data, {2, 3});
