@@ -40,7 +40,9 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1,
               TensorOptions options = {});
 
 // Uniform [0, 1), standard normal, and integers uniform in [low, high). Floating dtypes only
-// for rand/randn (float32 by default); randint defaults to int64.
+// for rand/randn (float32 by default); randint defaults to int64. Each element is drawn from
+// the generator's seed and its own index, so the values are generated over the thread pool and
+// do not depend on the thread count.
 Tensor rand(IntArrayRef sizes, TensorOptions options = {}, Generator* generator = nullptr);
 Tensor randn(IntArrayRef sizes, TensorOptions options = {}, Generator* generator = nullptr);
 Tensor randint(int64_t low, int64_t high, IntArrayRef sizes, TensorOptions options = {},
