@@ -252,6 +252,19 @@ std::vector<OpSpec> ops_cases(const OpsOptions& o) {
     s.target_value = 0.85;
     c.push_back(s);
   }
+  {
+    // float64 runs ferry's own packed kernel (oneDNN has none); PyTorch runs OpenBLAS's dgemm.
+    const int64_t m64 = o.quick ? 64 : 512;
+    OpSpec s;
+    s.name = "matmul_f64_" + std::to_string(m64);
+    s.kind = OpKind::Matmul;
+    s.dtype = kFloat64;
+    s.dims = {m64, m64, m64};
+    s.flops = 2.0 * static_cast<double>(m64 * m64 * m64);
+    s.target = TargetKind::RatioAtLeast;
+    s.target_value = 1.0;
+    c.push_back(s);
+  }
   for (ScalarType dtype : {kFloat32, kBFloat16}) {
     OpSpec s;
     s.name = std::string("linear_bert_") + (dtype == kFloat32 ? "f32" : "bf16");

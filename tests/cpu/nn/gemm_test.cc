@@ -1,5 +1,6 @@
-// cpu::gemm against the float64 loops on random shapes, layouts (transposed, sliced, broadcast
-// batch), alpha/beta/bias and every dtype; the float64 loops against hand-computed products;
+// cpu::gemm against the float64 path on random shapes, layouts (transposed, sliced, broadcast
+// batch), alpha/beta/bias and every dtype; the float64 path (the packed kernel of gemm_f64.h)
+// against a long-double product on every SIMD target and against hand-computed products;
 // integer GEMMs; the primitive cache; and the error messages.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 
 #include "ferry/backends/cpu/dnnl/nn_kernels.h"
 #include "ferry/backends/cpu/dnnl/primitive_cache.h"
+#include "ferry/backends/cpu/gemm_f64.h"
+#include "ferry/backends/cpu/simd.h"
 #include "tests/cpu/nn/nn_test_util.h"
 
 namespace ferry::cpu {
@@ -92,6 +95,107 @@ TEST(NnGemm, LargeFloat32ProductsWithATransposedBMatchFloat64Loops) {
     gemm(out, a, b, c.alpha, c.beta, bias);
     FERRY_EXPECT_CLOSE(out, want, kFloat32, "gemm");
   }
+}
+
+// out = alpha * a b + beta * out + bias, each element in long double, with the bound
+// sum |alpha a_ik b_kj| + |beta out| + |bias| that scales a float64 product's rounding error.
+struct LongDoubleProduct {
+  std::vector<long double> value, magnitude;
+};
+
+LongDoubleProduct long_double_product(const Tensor& out, const Tensor& a, const Tensor& b,
+                                      double alpha, double beta, const Tensor& bias) {
+  const int64_t batches = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
+  const Tensor ac = a.contiguous(), bc = b.contiguous(), oc = out.contiguous();
+  const double *pa = ac.data_ptr<double>(), *pb = bc.data_ptr<double>();
+  const double* po = oc.data_ptr<double>();
+  LongDoubleProduct r;
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        long double sum = 0, mag = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const long double t =
+              static_cast<long double>(pa[(bi * m + i) * k + p]) * pb[(bi * k + p) * n + j];
+          sum += t;
+          mag += std::fabs(t);
+        }
+        long double v = alpha * sum;
+        mag *= std::fabs(alpha);
+        if (beta != 0) {
+          const long double c = static_cast<long double>(beta) * po[(bi * m + i) * n + j];
+          v += c;
+          mag += std::fabs(c);
+        }
+        if (bias.defined()) {
+          const long double c = bias[j].item<double>();
+          v += c;
+          mag += std::fabs(c);
+        }
+        r.value.push_back(v);
+        r.magnitude.push_back(mag);
+      }
+    }
+  }
+  return r;
+}
+
+// Shapes across every boundary of the kernel: register tiles (6 rows, two vectors of columns),
+// slabs of a, the k slices (kDepth 128) and the caller's blocks (kGemmBlockRows x
+// kGemmBlockCols), then random ones; every layout of gemm_operand, alpha, beta (0 with NaN in
+// out) and a bias.
+TEST(NnGemm, Float64KernelMatchesALongDoubleProductOnEveryTarget) {
+  SCOPED_TRACE(testing::seed_trace());
+  auto rng = testing::test_rng();
+  Generator gen(testing::test_seed());
+  struct Shape {
+    int64_t b, m, k, n;
+  };
+  std::vector<Shape> shapes = {{1, 1, 1, 1},
+                               {1, 6, 256, 16},
+                               {1, 7, 257, 17},
+                               {2, kernels::kGemmBlockRows + 5, 520, kernels::kGemmBlockCols + 9},
+                               {1, 75, 3, 300}};
+  for (int i = 0; i < 8; ++i) {
+    shapes.push_back({1 + static_cast<int64_t>(rng() % 2), 1 + static_cast<int64_t>(rng() % 160),
+                      1 + static_cast<int64_t>(rng() % 300),
+                      1 + static_cast<int64_t>(rng() % 300)});
+  }
+  for (const std::string& target : simd_targets()) {
+    set_simd_target(target);
+    SCOPED_TRACE("target " + target);
+    for (size_t s = 0; s < shapes.size(); ++s) {
+      const Shape& sh = shapes[s];
+      const double alpha = s % 3 == 1 ? -0.5 : 1.0, beta = s % 4 == 2 ? 0.0 : (s % 2) * 0.75;
+      const Tensor a =
+          gemm_operand(sh.b, sh.m, sh.k, kFloat64, static_cast<int>(rng() % 4), gen, true);
+      const Tensor bm =
+          gemm_operand(sh.b, sh.k, sh.n, kFloat64, static_cast<int>(rng() % 4), gen, true);
+      Tensor out =
+          gemm_operand(sh.b, sh.m, sh.n, kFloat64, static_cast<int>(rng() % 3), gen, false);
+      if (beta == 0) out.fill_(std::nan(""));
+      const Tensor bias =
+          s % 2 == 0 ? testing::nn::random_in({sh.n}, kFloat64, Layout::kSliced, gen) : Tensor();
+      const LongDoubleProduct want = long_double_product(out, a, bm, alpha, beta, bias);
+      gemm(out, a, bm, alpha, beta, bias);
+      SCOPED_TRACE("B=" + std::to_string(sh.b) + " M=" + std::to_string(sh.m) +
+                   " K=" + std::to_string(sh.k) + " N=" + std::to_string(sh.n));
+      const std::vector<double> got = testing::nn::values(out);
+      ASSERT_EQ(got.size(), want.value.size());
+      int bad = 0;
+      for (size_t e = 0; e < got.size() && bad < 5; ++e) {
+        const long double bound =
+            4.0L * static_cast<long double>(sh.k + 3) * 0x1p-53L * want.magnitude[e];
+        if (!(std::fabs(got[e] - want.value[e]) <= bound)) {
+          ADD_FAILURE() << "element " << e << ": got " << got[e] << ", want "
+                        << static_cast<double>(want.value[e]) << " (bound "
+                        << static_cast<double>(bound) << ")";
+          ++bad;
+        }
+      }
+    }
+  }
+  set_simd_target("");
 }
 
 TEST(NnGemm, Float64LoopsMatchAHandComputedProduct) {

@@ -1,11 +1,14 @@
 // The portable GEMM: float64 (oneDNN has no f64), integer dtypes, and the degenerate shapes
-// (K == 0) of every dtype. Accumulates in double, float or wrapping 64-bit integers; rows of all
-// batches are split over ferry's pool.
+// (K == 0) of every dtype. float64 goes through the packed, register-tiled kernel of gemm_f64.h
+// in blocks of the output split over ferry's pool; the others accumulate in float or wrapping
+// 64-bit integers, a row of the output at a time, rows of all batches split over the pool.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "ferry/backends/cpu/dnnl/nn_reference.h"
 #include "ferry/backends/cpu/dnnl/nn_support.h"
+#include "ferry/backends/cpu/gemm_f64.h"
 #include "ferry/iter/parallel.h"
 
 namespace ferry::cpu::reference {
@@ -65,6 +68,44 @@ void gemm_loop(const Tensor& out, const Tensor& a, const Tensor& b, double alpha
                });
 }
 
+// float64 with k > 0: the output in blocks of kGemmBlockRows x kGemmBlockCols per batch, each
+// block one call of the packed kernel.
+void gemm_f64(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
+              const Tensor& bias) {
+  using kernels::kGemmBlockCols;
+  using kernels::kGemmBlockRows;
+  const int64_t batches = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
+  const int64_t row_blocks = (m + kGemmBlockRows - 1) / kGemmBlockRows;
+  const int64_t col_blocks = (n + kGemmBlockCols - 1) / kGemmBlockCols;
+  double* o = static_cast<double*>(out.data_ptr());
+  const double* pa = static_cast<const double*>(a.const_data_ptr());
+  const double* pb = static_cast<const double*>(b.const_data_ptr());
+  const double* pbias =
+      bias.defined() ? static_cast<const double*>(bias.const_data_ptr()) : nullptr;
+  const int64_t bias_stride = bias.defined() ? bias.stride(0) : 0;
+  const int64_t blocks = batches * row_blocks * col_blocks;
+  const int64_t block_work = std::min(m, kGemmBlockRows) * std::min(n, kGemmBlockCols) * k;
+  parallel_for(0, blocks, nn::grain_for(block_work), [&](int64_t begin, int64_t end) {
+    for (int64_t index = begin; index < end; ++index) {
+      const int64_t bi = index / (row_blocks * col_blocks);
+      const int64_t rb = index / col_blocks % row_blocks, cb = index % col_blocks;
+      const int64_t i0 = rb * kGemmBlockRows, j0 = cb * kGemmBlockCols;
+      kernels::GemmBlockF64 g{};
+      g.a = pa + bi * a.stride(0) + i0 * a.stride(1);
+      g.a_row_stride = a.stride(1), g.a_col_stride = a.stride(2);
+      g.b = pb + bi * b.stride(0) + j0 * b.stride(2);
+      g.b_row_stride = b.stride(1), g.b_col_stride = b.stride(2);
+      g.c = o + bi * out.stride(0) + i0 * out.stride(1) + j0 * out.stride(2);
+      g.c_row_stride = out.stride(1), g.c_col_stride = out.stride(2);
+      g.m = std::min(kGemmBlockRows, m - i0), g.n = std::min(kGemmBlockCols, n - j0), g.k = k;
+      g.alpha = alpha, g.beta = beta;
+      g.bias = pbias != nullptr ? pbias + j0 * bias_stride : nullptr;
+      g.bias_stride = bias_stride;
+      kernels::gemm_f64_block(g);
+    }
+  });
+}
+
 }  // namespace
 
 void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
@@ -89,6 +130,9 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, dou
       return gemm_loop<int32_t>(out, a, b, alpha, beta, bias);
     case kInt64:
       return gemm_loop<int64_t>(out, a, b, alpha, beta, bias);
+    case kFloat64:
+      if (a.size(2) > 0) return gemm_f64(out, a, b, alpha, beta, bias);
+      return gemm_loop<double>(out, a, b, alpha, beta, bias);
     default:
       nn::dispatch_floating(
           dtype, "gemm", [&](auto tag) { gemm_loop<decltype(tag)>(out, a, b, alpha, beta, bias); });

@@ -1,0 +1,34 @@
+// The float64 matrix product for the portable GEMM (oneDNN 2.6 has no f64): one block of
+// c = alpha * a b + beta * c + bias, any strides, on the SIMD target the copy kernels use
+// (simd.h). The caller splits the output into blocks over its threads; a block packs its panels
+// of a and b into thread-local buffers and runs a register-tiled kernel over them. c is read
+// only when beta != 0 (as in BLAS: with beta 0, NaN in c does not propagate). No Highway types
+// here.
+#pragma once
+
+#include <cstdint>
+
+namespace ferry::cpu::kernels {
+
+// One block of the product: a is m x k, b is k x n, c and the result m x n; strides in elements
+// (rows, then columns); bias (n elements, bias_stride apart) or nullptr. The block may be any
+// size; blocks of kGemmBlockRows x kGemmBlockCols keep the packed panels in the caches.
+struct GemmBlockF64 {
+  const double* a;
+  int64_t a_row_stride, a_col_stride;
+  const double* b;
+  int64_t b_row_stride, b_col_stride;
+  double* c;
+  int64_t c_row_stride, c_col_stride;
+  int64_t m, n, k;
+  double alpha, beta;
+  const double* bias;
+  int64_t bias_stride;
+};
+
+inline constexpr int64_t kGemmBlockRows = 144;
+inline constexpr int64_t kGemmBlockCols = 256;
+
+void gemm_f64_block(const GemmBlockF64& block);
+
+}  // namespace ferry::cpu::kernels

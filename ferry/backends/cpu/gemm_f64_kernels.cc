@@ -1,0 +1,241 @@
+// gemm_f64_block (gemm_f64.h), compiled once per SIMD target. The block's k is walked in slices
+// of kDepth; each slice packs b into panels of two vectors of columns and a into panels of kRows
+// rows, both zero-padded to whole panels, and a kernel keeps a kRows x (2 vectors) tile of c in
+// twelve vector registers while it runs down the slice: per step, two vector loads of b, kRows
+// broadcasts of a and 2 x kRows fused multiply-adds. The first slice writes c (with beta and the
+// bias), the others add to it, so no buffer of c is kept; a full tile over contiguous columns of
+// c is written from the registers, any other through a small buffer, element by element.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ferry/backends/cpu/gemm_f64_kernels.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "ferry/backends/cpu/gemm_f64.h"
+#include "ferry/backends/cpu/hwy_dispatch.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ferry::cpu::HWY_NAMESPACE {
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr int64_t kRows = 6;      // rows of a register tile
+constexpr int64_t kDepth = 128;   // k per packed slice: a b panel of kDepth x 2 vectors in L1
+constexpr int64_t kRowSlab = 72;  // rows of a packed together (kRows apart): 72 KiB, in L2
+
+using D = hn::ScalableTag<double>;
+
+// The packed panels of one thread, reused from block to block.
+struct Panels {
+  std::vector<double> a, b, tile, bias;
+};
+
+Panels& panels() {
+  thread_local Panels p;
+  return p;
+}
+
+// b[p0 + p][j0 + j] for p < depth, j < cols, as panels of `width` columns: panel q holds
+// columns q*width.. as depth rows of `width` values, zeros past the block's last column.
+void PackB(const kernels::GemmBlockF64& g, int64_t p0, int64_t depth, int64_t width, double* out) {
+  for (int64_t j0 = 0; j0 < g.n; j0 += width) {
+    const int64_t cols = std::min(width, g.n - j0);
+    for (int64_t p = 0; p < depth; ++p) {
+      const double* row = g.b + (p0 + p) * g.b_row_stride + j0 * g.b_col_stride;
+      double* dst = out + p * width;
+      if (g.b_col_stride == 1) {
+        std::copy(row, row + cols, dst);
+      } else {
+        for (int64_t j = 0; j < cols; ++j) dst[j] = row[j * g.b_col_stride];
+      }
+      std::fill(dst + cols, dst + width, 0.0);
+    }
+    out += depth * width;
+  }
+}
+
+// a[i0 + i][p0 + p] for i < rows, p < depth, as panels of kRows rows: panel r holds depth
+// columns of kRows values, zeros past the slab's last row.
+void PackA(const kernels::GemmBlockF64& g, int64_t i0, int64_t rows, int64_t p0, int64_t depth,
+           double* out) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+    const int64_t live = std::min(kRows, rows - r0);
+    for (int64_t i = 0; i < kRows; ++i) {
+      if (i < live) {
+        const double* src = g.a + (i0 + r0 + i) * g.a_row_stride + p0 * g.a_col_stride;
+        for (int64_t p = 0; p < depth; ++p) out[p * kRows + i] = src[p * g.a_col_stride];
+      } else {
+        for (int64_t p = 0; p < depth; ++p) out[p * kRows + i] = 0.0;
+      }
+    }
+    out += depth * kRows;
+  }
+}
+
+// How a tile's sums reach c: out = alpha * sum, plus beta * out and the bias on the first slice
+// of k, plus out on the others. bias points at the tile's first column, contiguous, or is null.
+struct Epilogue {
+  double alpha, beta;
+  bool first;
+  const double* bias;
+};
+
+using V = hn::Vec<D>;
+
+// One row of a full tile, straight from the registers: c's columns are contiguous.
+HWY_INLINE void StoreRow(D d, V s0, V s1, double* HWY_RESTRICT c, const Epilogue& e) {
+  const size_t n = hn::Lanes(d);
+  const V alpha = hn::Set(d, e.alpha);
+  V v0 = hn::Mul(alpha, s0), v1 = hn::Mul(alpha, s1);
+  if (e.first) {
+    if (e.beta != 0) {
+      const V beta = hn::Set(d, e.beta);
+      v0 = hn::MulAdd(beta, hn::LoadU(d, c), v0);
+      v1 = hn::MulAdd(beta, hn::LoadU(d, c + n), v1);
+    }
+    if (e.bias != nullptr) {
+      v0 = hn::Add(v0, hn::LoadU(d, e.bias));
+      v1 = hn::Add(v1, hn::LoadU(d, e.bias + n));
+    }
+  } else {
+    v0 = hn::Add(v0, hn::LoadU(d, c));
+    v1 = hn::Add(v1, hn::LoadU(d, c + n));
+  }
+  hn::StoreU(v0, d, c);
+  hn::StoreU(v1, d, c + n);
+}
+
+// The kRows x (2 vectors) tile of a_panel b_panel over `depth` steps. With `c` set (a full tile
+// whose columns are contiguous in c) the sums go to c through the epilogue; else into `tile`
+// (row-major, 2 * Lanes per row) for the caller's element-wise epilogue.
+HWY_NOINLINE void Tile(int64_t depth, const double* HWY_RESTRICT a, const double* HWY_RESTRICT b,
+                       double* HWY_RESTRICT tile, double* HWY_RESTRICT c, int64_t c_row_stride,
+                       const Epilogue& e) {
+  const D d;
+  const size_t n = hn::Lanes(d);
+  V c00 = hn::Zero(d), c01 = hn::Zero(d), c10 = hn::Zero(d), c11 = hn::Zero(d);
+  V c20 = hn::Zero(d), c21 = hn::Zero(d), c30 = hn::Zero(d), c31 = hn::Zero(d);
+  V c40 = hn::Zero(d), c41 = hn::Zero(d), c50 = hn::Zero(d), c51 = hn::Zero(d);
+  for (int64_t p = 0; p < depth; ++p) {
+    const V b0 = hn::LoadU(d, b);
+    const V b1 = hn::LoadU(d, b + n);
+    V x = hn::Set(d, a[0]);
+    c00 = hn::MulAdd(x, b0, c00);
+    c01 = hn::MulAdd(x, b1, c01);
+    x = hn::Set(d, a[1]);
+    c10 = hn::MulAdd(x, b0, c10);
+    c11 = hn::MulAdd(x, b1, c11);
+    x = hn::Set(d, a[2]);
+    c20 = hn::MulAdd(x, b0, c20);
+    c21 = hn::MulAdd(x, b1, c21);
+    x = hn::Set(d, a[3]);
+    c30 = hn::MulAdd(x, b0, c30);
+    c31 = hn::MulAdd(x, b1, c31);
+    x = hn::Set(d, a[4]);
+    c40 = hn::MulAdd(x, b0, c40);
+    c41 = hn::MulAdd(x, b1, c41);
+    x = hn::Set(d, a[5]);
+    c50 = hn::MulAdd(x, b0, c50);
+    c51 = hn::MulAdd(x, b1, c51);
+    a += kRows;
+    b += 2 * n;
+  }
+  if (c != nullptr) {
+    StoreRow(d, c00, c01, c + 0 * c_row_stride, e);
+    StoreRow(d, c10, c11, c + 1 * c_row_stride, e);
+    StoreRow(d, c20, c21, c + 2 * c_row_stride, e);
+    StoreRow(d, c30, c31, c + 3 * c_row_stride, e);
+    StoreRow(d, c40, c41, c + 4 * c_row_stride, e);
+    StoreRow(d, c50, c51, c + 5 * c_row_stride, e);
+    return;
+  }
+  const size_t w = 2 * n;
+  hn::StoreU(c00, d, tile + 0 * w), hn::StoreU(c01, d, tile + 0 * w + n);
+  hn::StoreU(c10, d, tile + 1 * w), hn::StoreU(c11, d, tile + 1 * w + n);
+  hn::StoreU(c20, d, tile + 2 * w), hn::StoreU(c21, d, tile + 2 * w + n);
+  hn::StoreU(c30, d, tile + 3 * w), hn::StoreU(c31, d, tile + 3 * w + n);
+  hn::StoreU(c40, d, tile + 4 * w), hn::StoreU(c41, d, tile + 4 * w + n);
+  hn::StoreU(c50, d, tile + 5 * w), hn::StoreU(c51, d, tile + 5 * w + n);
+}
+
+}  // namespace
+
+void GemmF64Block(const kernels::GemmBlockF64& g) {
+  const D d;
+  const int64_t width = 2 * static_cast<int64_t>(hn::Lanes(d));
+  const int64_t col_panels = (g.n + width - 1) / width;
+  Panels& buf = panels();
+  const int64_t depth_max = std::min(kDepth, g.k);
+  buf.b.resize(static_cast<size_t>(col_panels * width * depth_max));
+  const int64_t slab_rows = (std::min(kRowSlab, g.m) + kRows - 1) / kRows * kRows;
+  buf.a.resize(static_cast<size_t>(slab_rows * depth_max));
+  buf.tile.resize(static_cast<size_t>(kRows * width));
+  // The bias gathered contiguous, for the vector epilogue.
+  buf.bias.clear();
+  if (g.bias != nullptr) {
+    for (int64_t j = 0; j < g.n; ++j) buf.bias.push_back(g.bias[j * g.bias_stride]);
+  }
+  double* tile = buf.tile.data();
+  for (int64_t p0 = 0; p0 < g.k; p0 += kDepth) {
+    const int64_t depth = std::min(kDepth, g.k - p0);
+    Epilogue e{g.alpha, g.beta, p0 == 0, nullptr};
+    PackB(g, p0, depth, width, buf.b.data());
+    for (int64_t i0 = 0; i0 < g.m; i0 += kRowSlab) {
+      const int64_t rows = std::min(kRowSlab, g.m - i0);
+      PackA(g, i0, rows, p0, depth, buf.a.data());
+      for (int64_t q = 0; q < col_panels; ++q) {
+        const int64_t j0 = q * width;
+        const int64_t cols = std::min(width, g.n - j0);
+        const double* b_panel = buf.b.data() + q * width * depth;
+        e.bias = g.bias != nullptr ? buf.bias.data() + j0 : nullptr;
+        for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+          const int64_t live = std::min(kRows, rows - r0);
+          double* c = g.c + (i0 + r0) * g.c_row_stride + j0 * g.c_col_stride;
+          if (live == kRows && cols == width && g.c_col_stride == 1) {
+            Tile(depth, buf.a.data() + r0 * depth, b_panel, nullptr, c, g.c_row_stride, e);
+            continue;
+          }
+          Tile(depth, buf.a.data() + r0 * depth, b_panel, tile, nullptr, 0, e);
+          for (int64_t i = 0; i < live; ++i) {
+            double* row = c + i * g.c_row_stride;
+            const double* t = tile + i * width;
+            for (int64_t j = 0; j < cols; ++j) {
+              double& out = row[j * g.c_col_stride];
+              double v = g.alpha * t[j];
+              if (e.first) {
+                if (g.beta != 0) v += g.beta * out;
+                if (e.bias != nullptr) v += e.bias[j];
+              } else {
+                v += out;
+              }
+              out = v;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace ferry::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ferry::cpu {
+
+HWY_EXPORT(GemmF64Block);
+
+namespace kernels {
+
+void gemm_f64_block(const GemmBlockF64& block) {
+  if (block.m <= 0 || block.n <= 0) return;
+  FERRY_DISPATCH(GemmF64Block)(block);
+}
+
+}  // namespace kernels
+}  // namespace ferry::cpu
+#endif  // HWY_ONCE
