@@ -30,7 +30,7 @@ TEST(BenchOpsCommand, QuickRunWritesEveryCaseToJson) {
   FERRY_SKIP_WITHOUT_TOOL();
   if (!bench_built()) GTEST_SKIP() << "this build has no benchmarks (FERRY_BUILD_BENCH=OFF)";
   const testing::BenchJsonRun b = testing::run_bench_with_json(
-      "bench-ops --quick --threads 1,2 --filter '^(matmul|add_1elem$|conv3x3.*nhwc|mlp)'");
+      "bench-ops --quick --threads 1,2 --filter '^(matmul_f32|add_1elem$|conv3x3.*nhwc|mlp)'");
   ASSERT_EQ(b.run.status, 0) << b.run.out;
   EXPECT_THAT(b.run.out, HasSubstr("FMA peak"));
   EXPECT_THAT(b.run.out, HasSubstr("met?"));

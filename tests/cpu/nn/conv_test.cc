@@ -1,11 +1,13 @@
 // conv2d forward, backward-input and backward-weight against the float64 loops on random
 // configurations (groups, depthwise, stride, padding, dilation; contiguous, channels-last and
-// sliced operands; every dtype); the float64 loops against a GEMM (1x1 kernels) and the adjoint
-// identity with finite differences; and the error messages.
+// sliced operands; every dtype); the float64 path (im2col and the packed GEMM) against the loops;
+// the float64 loops against a GEMM (1x1 kernels) and the adjoint identity with finite
+// differences; and the error messages.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "ferry/backends/cpu/dnnl/nn_kernels.h"
+#include "ferry/backends/cpu/dnnl/nn_reference.h"
 #include "tests/cpu/nn/nn_test_util.h"
 
 namespace ferry::cpu {
@@ -94,6 +96,51 @@ TEST(NnConv, AllThreeKernelsMatchFloat64LoopsOnRandomConfigurations) {
     if (db.defined()) {
       FERRY_EXPECT_CLOSE(db, db64, dtype, "backward bias");
     }
+  }
+}
+
+// float64 convolutions run as im2col and the packed float64 GEMM (conv_gemm_f64.cc); the direct
+// loops (reference::conv2d_*) are their reference here, on random configurations and on every
+// layout of each operand: outputs whose spatial dims do not read as one (sliced) go through a
+// dense image, a non-contiguous grad_weight through a dense temporary.
+TEST(NnConv, Float64GemmPathMatchesTheDirectLoops) {
+  SCOPED_TRACE(testing::seed_trace());
+  auto rng = testing::test_rng();
+  Generator gen(testing::test_seed());
+  const Layout layouts[] = {Layout::kContiguous, Layout::kChannelsLast, Layout::kSliced};
+  std::vector<ConvCase> cases;
+  for (int i = 0; i < 16; ++i) cases.push_back(random_case(rng));
+  ConvCase wide{2, 24, 13, 11, 40, 3, 3, Conv2dParams{}};  // rows 216 x cols 143 per group
+  wide.p.padding = {1, 1};
+  cases.push_back(wide);
+  for (const ConvCase& c : cases) {
+    const Layout lx = layouts[rng() % 3], ly = layouts[rng() % 3], ldy = layouts[rng() % 3];
+    const Layout lw = rng() % 2 ? Layout::kChannelsLast : Layout::kContiguous;
+    SCOPED_TRACE(c.str() + " input " + testing::nn::layout_name(lx) + " out " +
+                 testing::nn::layout_name(ly) + " grad_out " + testing::nn::layout_name(ldy) +
+                 " weight " + testing::nn::layout_name(lw));
+    const int64_t cg = c.c / c.p.groups;
+    const Tensor x = testing::nn::random_in({c.n, c.c, c.h, c.w}, kFloat64, lx, gen);
+    const Tensor w = testing::nn::random_in({c.o, cg, c.kh, c.kw}, kFloat64, lw, gen);
+    const Tensor b = testing::nn::random_in({c.o}, kFloat64, Layout::kSliced, gen);
+    const Tensor dy = testing::nn::random_in({c.n, c.o, c.oh(), c.ow()}, kFloat64, ldy, gen);
+    Tensor y = testing::nn::nan_in({c.n, c.o, c.oh(), c.ow()}, kFloat64, ly);
+    Tensor y_loops = empty({c.n, c.o, c.oh(), c.ow()}, kFloat64);
+    conv2d_forward(y, x, w, b, c.p);
+    reference::conv2d_forward(y_loops, x, w, b, c.p);
+    FERRY_EXPECT_CLOSE(y, y_loops, kFloat64, "forward");
+    Tensor dx = testing::nn::nan_in({c.n, c.c, c.h, c.w}, kFloat64, lx);
+    Tensor dx_loops = empty({c.n, c.c, c.h, c.w}, kFloat64);
+    conv2d_backward_input(dx, dy, w, c.p);
+    reference::conv2d_backward_input(dx_loops, dy, w, c.p);
+    FERRY_EXPECT_CLOSE(dx, dx_loops, kFloat64, "backward input");
+    Tensor dw = testing::nn::nan_in({c.o, cg, c.kh, c.kw}, kFloat64, lw);
+    Tensor db = testing::nn::nan_in({c.o}, kFloat64, Layout::kSliced);
+    Tensor dw_loops = empty({c.o, cg, c.kh, c.kw}, kFloat64), db_loops = empty({c.o}, kFloat64);
+    conv2d_backward_weight(dw, db, x, dy, c.p);
+    reference::conv2d_backward_weight(dw_loops, db_loops, x, dy, c.p);
+    FERRY_EXPECT_CLOSE(dw, dw_loops, kFloat64, "backward weight");
+    FERRY_EXPECT_CLOSE(db, db_loops, kFloat64, "backward bias");
   }
 }
 

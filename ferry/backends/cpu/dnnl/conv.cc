@@ -487,8 +487,10 @@ void conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight
                     {&bias, "bias (input's dtype)"},
                     {&out, "out (input's dtype)"}});
   if (out.numel() == 0) return;
-  if (input.dtype() == kFloat64 || s.c == 0)
-    return reference::conv2d_forward(out, input, weight, bias, p);
+  if (s.c == 0) return reference::conv2d_forward(out, input, weight, bias, p);
+  if (input.dtype() == kFloat64) {
+    return reference::conv2d_forward_f64_gemm(out, input, weight, bias, p);
+  }
   if (forward_onednn(out, input, weight, bias, p)) return;
   nn::OutputStage y = f32_out(out);
   forward_onednn(y.get(), as_f32(input), as_f32(weight), as_f32(bias), p);
@@ -508,8 +510,11 @@ void conv2d_backward_input(const Tensor& grad_input, const Tensor& grad_out, con
       kOp, grad_out,
       {{&weight, "weight (grad_out's dtype)"}, {&grad_input, "grad_input (grad_out's dtype)"}});
   if (grad_input.numel() == 0) return;
-  if (grad_out.dtype() == kFloat64 || s.o == 0 || s.n == 0) {
+  if (s.o == 0 || s.n == 0) {
     return reference::conv2d_backward_input(grad_input, grad_out, weight, p);
+  }
+  if (grad_out.dtype() == kFloat64) {
+    return reference::conv2d_backward_input_f64_gemm(grad_input, grad_out, weight, p);
   }
   if (backward_input_onednn(grad_input, grad_out, weight, p)) return;
   nn::OutputStage dx = f32_out(grad_input);
@@ -534,8 +539,12 @@ void conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_bias, 
                    {{&input, "input (grad_out's dtype)"},
                     {&grad_weight, "grad_weight (grad_out's dtype)"},
                     {&grad_bias, "grad_bias (grad_out's dtype)"}});
-  if (grad_out.dtype() == kFloat64 || s.n == 0 || s.c == 0 || s.o == 0) {
+  if (s.n == 0 || s.c == 0 || s.o == 0) {
     return reference::conv2d_backward_weight(grad_weight, grad_bias, input, grad_out, p);
+  }
+  if (grad_out.dtype() == kFloat64) {
+    return reference::conv2d_backward_weight_f64_gemm(grad_weight, grad_bias, input, grad_out,
+                                                      p);
   }
   if (backward_weight_onednn(grad_weight, grad_bias, input, grad_out, p)) return;
   nn::OutputStage dw = f32_out(grad_weight), db = f32_out(grad_bias);

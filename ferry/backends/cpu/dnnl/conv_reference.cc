@@ -1,6 +1,7 @@
-// The portable 2-d convolution: direct loops over any strides, used for float64 and for the
-// degenerate shapes (no channels, an empty batch) of every float dtype. Each output element is
-// written by exactly one iteration (gathers, no scatters), so the outer loops split freely.
+// The portable 2-d convolution: direct loops over any strides. They run the degenerate shapes (no
+// channels, an empty batch) of every float dtype, and are the tests' reference for the float64
+// path (conv_gemm_f64.cc). Each output element is written by exactly one iteration (gathers, no
+// scatters), so the outer loops split freely.
 #include <array>
 
 #include "ferry/backends/cpu/dnnl/nn_reference.h"

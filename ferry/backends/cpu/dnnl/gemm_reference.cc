@@ -108,6 +108,30 @@ void gemm_f64(const Tensor& out, const Tensor& a, const Tensor& b, double alpha,
 
 }  // namespace
 
+void gemm_f64_matrix(const kernels::GemmBlockF64& g) {
+  using kernels::kGemmBlockCols;
+  using kernels::kGemmBlockRows;
+  if (g.m <= 0 || g.n <= 0) return;
+  const int64_t row_blocks = (g.m + kGemmBlockRows - 1) / kGemmBlockRows;
+  const int64_t col_blocks = (g.n + kGemmBlockCols - 1) / kGemmBlockCols;
+  const int64_t block_work = std::min(g.m, kGemmBlockRows) * std::min(g.n, kGemmBlockCols) * g.k;
+  parallel_for(0, row_blocks * col_blocks, nn::grain_for(block_work),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t index = begin; index < end; ++index) {
+                   const int64_t i0 = index / col_blocks * kGemmBlockRows;
+                   const int64_t j0 = index % col_blocks * kGemmBlockCols;
+                   kernels::GemmBlockF64 block = g;
+                   block.a = g.a + i0 * g.a_row_stride;
+                   block.b = g.b + j0 * g.b_col_stride;
+                   block.c = g.c + i0 * g.c_row_stride + j0 * g.c_col_stride;
+                   block.m = std::min(kGemmBlockRows, g.m - i0);
+                   block.n = std::min(kGemmBlockCols, g.n - j0);
+                   if (g.bias != nullptr) block.bias = g.bias + j0 * g.bias_stride;
+                   kernels::gemm_f64_block(block);
+                 }
+               });
+}
+
 void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
           const Tensor& bias) {
   const ScalarType dtype = out.dtype();

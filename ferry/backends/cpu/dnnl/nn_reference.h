@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "ferry/backends/cpu/dnnl/nn_kernels.h"
+#include "ferry/backends/cpu/gemm_f64.h"
 #include "ferry/core/tensor.h"
 
 namespace ferry::cpu::reference {
@@ -24,6 +25,20 @@ void conv2d_backward_input(const Tensor& grad_input, const Tensor& grad_out, con
                            const Conv2dParams& p);
 void conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& input,
                             const Tensor& grad_out, const Conv2dParams& p);
+
+// A float64 product of k > 0 (gemm_f64.h's block, of any size), its blocks split over the pool.
+void gemm_f64_matrix(const kernels::GemmBlockF64& g);
+
+// float64 convolutions with channels, a batch and outputs, as im2col and gemm_f64_matrix
+// (conv_gemm_f64.cc): what conv.cc runs for float64. The loops above stay, for the degenerate
+// shapes and as the tests' reference for these.
+void conv2d_forward_f64_gemm(const Tensor& out, const Tensor& input, const Tensor& weight,
+                             const Tensor& bias, const Conv2dParams& p);
+void conv2d_backward_input_f64_gemm(const Tensor& grad_input, const Tensor& grad_out,
+                                    const Tensor& weight, const Conv2dParams& p);
+void conv2d_backward_weight_f64_gemm(const Tensor& grad_weight, const Tensor& grad_bias,
+                                     const Tensor& input, const Tensor& grad_out,
+                                     const Conv2dParams& p);
 
 // Pooling on 4-d [N, C, H, W] operands; float64, float32, bfloat16 and float16.
 void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& input,

@@ -1,0 +1,231 @@
+// float64 convolutions as matrix products (nn_reference.h): per image and group, im2col lays the
+// input windows out as a [C/g * kH * kW, oH * oW] matrix, and the packed float64 GEMM does the
+// rest: forward W x col, backward input W^T x dY (then col2im adds the columns back into their
+// windows), backward weight the sum over images of dY x col^T. Any input and output strides are
+// accepted; an operand whose spatial dims cannot be read as one matrix dimension is copied first.
+// im2col and col2im split their rows (col2im: its channels, so that no two threads add into the
+// same element) over the pool, the products their blocks.
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "ferry/backends/cpu/dnnl/nn_reference.h"
+#include "ferry/backends/cpu/dnnl/nn_support.h"
+#include "ferry/iter/parallel.h"
+
+namespace ferry::cpu::reference {
+namespace {
+
+// The convolution's sizes, from the operands the front end checked.
+struct ConvGeometry {
+  int64_t n, c, h, w, o, oh, ow, kh, kw;
+  int64_t groups, cg, og;
+  int64_t sh, sw, ph, pw, dh, dw;
+  int64_t rows() const { return cg * kh * kw; }  // of the col matrix
+  int64_t cols() const { return oh * ow; }
+};
+
+ConvGeometry geometry(const Tensor& input, const Tensor& weight, const Tensor& out,
+                      const Conv2dParams& p) {
+  ConvGeometry g{};
+  g.n = input.size(0), g.c = input.size(1), g.h = input.size(2), g.w = input.size(3);
+  g.o = out.size(1), g.oh = out.size(2), g.ow = out.size(3);
+  g.kh = weight.size(2), g.kw = weight.size(3);
+  g.groups = p.groups, g.cg = g.c / p.groups, g.og = g.o / p.groups;
+  g.sh = p.stride[0], g.sw = p.stride[1], g.ph = p.padding[0], g.pw = p.padding[1];
+  g.dh = p.dilation[0], g.dw = p.dilation[1];
+  return g;
+}
+
+// A 4-d float64 operand by its strides.
+struct View {
+  double* data;
+  std::array<int64_t, 4> stride;
+  explicit View(const Tensor& t)
+      : data(static_cast<double*>(t.data_ptr())),
+        stride{t.stride(0), t.stride(1), t.stride(2), t.stride(3)} {}
+  double* at(int64_t a, int64_t b, int64_t c, int64_t d) const {
+    return data + a * stride[0] + b * stride[1] + c * stride[2] + d * stride[3];
+  }
+};
+
+// Whether [.., .., oH, oW] reads as one dimension of stride(3).
+bool spatial_as_one(const Tensor& t) {
+  return t.size(2) == 1 || t.stride(2) == t.size(3) * t.stride(3);
+}
+
+// A [rows, cols] matrix at `data` for the GEMM's operands.
+struct Matrix {
+  const double* data;
+  int64_t row_stride, col_stride;
+};
+
+// col[r][q] for r = (ci, i, j), q = (y, x): the input under tap (i, j) of output (y, x) of image
+// `image`, channel c0 + ci; zero in the padding.
+void im2col(const View& x, const ConvGeometry& g, int64_t image, int64_t c0, double* col) {
+  parallel_for(0, g.rows(), nn::grain_for(g.cols()), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t ci = r / (g.kh * g.kw), i = r / g.kw % g.kh, j = r % g.kw;
+      double* row = col + r * g.cols();
+      for (int64_t y = 0; y < g.oh; ++y) {
+        double* dst = row + y * g.ow;
+        const int64_t ih = y * g.sh - g.ph + i * g.dh;
+        if (ih < 0 || ih >= g.h) {
+          std::fill(dst, dst + g.ow, 0.0);
+          continue;
+        }
+        const double* src = x.at(image, c0 + ci, ih, 0);
+        for (int64_t xo = 0; xo < g.ow; ++xo) {
+          const int64_t iw = xo * g.sw - g.pw + j * g.dw;
+          dst[xo] = iw >= 0 && iw < g.w ? src[iw * x.stride[3]] : 0.0;
+        }
+      }
+    }
+  });
+}
+
+// dx[image, c0 + ci, ih, iw] += col[r][q] over every tap and output: im2col's adjoint.
+void col2im_add(const double* col, const ConvGeometry& g, int64_t image, int64_t c0,
+                const View& dx) {
+  parallel_for(0, g.cg, nn::grain_for(g.kh * g.kw * g.cols()), [&](int64_t begin, int64_t end) {
+    for (int64_t ci = begin; ci < end; ++ci) {
+      for (int64_t i = 0; i < g.kh; ++i) {
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const double* row = col + ((ci * g.kh + i) * g.kw + j) * g.cols();
+          for (int64_t y = 0; y < g.oh; ++y) {
+            const int64_t ih = y * g.sh - g.ph + i * g.dh;
+            if (ih < 0 || ih >= g.h) continue;
+            double* dst = dx.at(image, c0 + ci, ih, 0);
+            const double* src = row + y * g.ow;
+            for (int64_t xo = 0; xo < g.ow; ++xo) {
+              const int64_t iw = xo * g.sw - g.pw + j * g.dw;
+              if (iw >= 0 && iw < g.w) dst[iw * dx.stride[3]] += src[xo];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// c = alpha a b + beta c over [m, k] x [k, n].
+void product(Matrix a, Matrix b, double* c, int64_t c_row_stride, int64_t c_col_stride, int64_t m,
+             int64_t n, int64_t k, double beta) {
+  kernels::GemmBlockF64 blk{};
+  blk.a = a.data, blk.a_row_stride = a.row_stride, blk.a_col_stride = a.col_stride;
+  blk.b = b.data, blk.b_row_stride = b.row_stride, blk.b_col_stride = b.col_stride;
+  blk.c = c, blk.c_row_stride = c_row_stride, blk.c_col_stride = c_col_stride;
+  blk.m = m, blk.n = n, blk.k = k;
+  blk.alpha = 1.0, blk.beta = beta;
+  gemm_f64_matrix(blk);
+}
+
+}  // namespace
+
+void conv2d_forward_f64_gemm(const Tensor& out, const Tensor& input, const Tensor& weight,
+                             const Tensor& bias, const Conv2dParams& p) {
+  const ConvGeometry g = geometry(input, weight, out, p);
+  const Tensor w = weight.contiguous();  // [O, C/g * kH * kW]
+  const View x(input);
+  // The product lands in `out` when its spatial dims read as one, else in a dense [O, oH * oW]
+  // image that is then scattered.
+  const bool direct = spatial_as_one(out);
+  std::vector<double> col(static_cast<size_t>(g.rows() * g.cols()));
+  std::vector<double> image_out(direct ? 0 : static_cast<size_t>(g.o * g.cols()));
+  const View y(out);
+  for (int64_t image = 0; image < g.n; ++image) {
+    for (int64_t group = 0; group < g.groups; ++group) {
+      im2col(x, g, image, group * g.cg, col.data());
+      const Matrix wg{static_cast<const double*>(w.const_data_ptr()) + group * g.og * g.rows(),
+                      g.rows(), 1};
+      const Matrix cm{col.data(), g.cols(), 1};
+      if (direct) {
+        product(wg, cm, y.at(image, group * g.og, 0, 0), y.stride[1], y.stride[3], g.og, g.cols(),
+                g.rows(), 0.0);
+      } else {
+        product(wg, cm, image_out.data() + group * g.og * g.cols(), g.cols(), 1, g.og, g.cols(),
+                g.rows(), 0.0);
+      }
+    }
+    if (!direct || bias.defined()) {
+      const double* b =
+          bias.defined() ? static_cast<const double*>(bias.const_data_ptr()) : nullptr;
+      const int64_t b_stride = bias.defined() ? bias.stride(0) : 0;
+      parallel_for(0, g.o, nn::grain_for(g.cols()), [&](int64_t begin, int64_t end) {
+        for (int64_t o = begin; o < end; ++o) {
+          const double add = b != nullptr ? b[o * b_stride] : 0.0;
+          for (int64_t yy = 0; yy < g.oh; ++yy) {
+            for (int64_t xx = 0; xx < g.ow; ++xx) {
+              double* dst = y.at(image, o, yy, xx);
+              *dst =
+                  (direct ? *dst : image_out[static_cast<size_t>(o * g.cols() + yy * g.ow + xx)]) +
+                  add;
+            }
+          }
+        }
+      });
+    }
+  }
+}
+
+void conv2d_backward_input_f64_gemm(const Tensor& grad_input, const Tensor& grad_out,
+                                    const Tensor& weight, const Conv2dParams& p) {
+  const ConvGeometry g = geometry(grad_input, weight, grad_out, p);
+  const Tensor w = weight.contiguous();
+  const Tensor dy = spatial_as_one(grad_out) ? grad_out : grad_out.contiguous();
+  const View dyv(dy), dx(grad_input);
+  Tensor(grad_input).zero_();  // a handle of the same storage: the front end passes const
+  std::vector<double> col(static_cast<size_t>(g.rows() * g.cols()));
+  for (int64_t image = 0; image < g.n; ++image) {
+    for (int64_t group = 0; group < g.groups; ++group) {
+      // col = W_g^T dY_g: W_g is [og, rows] row-major, read transposed.
+      const Matrix wt{static_cast<const double*>(w.const_data_ptr()) + group * g.og * g.rows(), 1,
+                      g.rows()};
+      const Matrix dyg{dyv.at(image, group * g.og, 0, 0), dyv.stride[1], dyv.stride[3]};
+      product(wt, dyg, col.data(), g.cols(), 1, g.rows(), g.cols(), g.og, 0.0);
+      col2im_add(col.data(), g, image, group * g.cg, dx);
+    }
+  }
+}
+
+void conv2d_backward_weight_f64_gemm(const Tensor& grad_weight, const Tensor& grad_bias,
+                                     const Tensor& input, const Tensor& grad_out,
+                                     const Conv2dParams& p) {
+  const ConvGeometry g = geometry(input, grad_weight, grad_out, p);
+  const Tensor dy = spatial_as_one(grad_out) ? grad_out : grad_out.contiguous();
+  const View dyv(dy), x(input);
+  if (grad_weight.numel() > 0) {
+    // dW_g = sum over images of dY_g col^T, into a dense [O, rows] unless grad_weight is one.
+    const bool direct = grad_weight.is_contiguous();
+    const Tensor dw = direct ? grad_weight : nn::host_empty(grad_weight.sizes(), kFloat64);
+    double* dwp = dw.data_ptr<double>();
+    std::vector<double> col(static_cast<size_t>(g.rows() * g.cols()));
+    for (int64_t image = 0; image < g.n; ++image) {
+      for (int64_t group = 0; group < g.groups; ++group) {
+        im2col(x, g, image, group * g.cg, col.data());
+        const Matrix dyg{dyv.at(image, group * g.og, 0, 0), dyv.stride[1], dyv.stride[3]};
+        const Matrix colt{col.data(), 1, g.cols()};
+        product(dyg, colt, dwp + group * g.og * g.rows(), g.rows(), 1, g.og, g.rows(), g.cols(),
+                image == 0 ? 0.0 : 1.0);
+      }
+    }
+    if (!direct) Tensor(grad_weight).copy_(dw);
+  }
+  if (grad_bias.defined()) {
+    double* db = grad_bias.data_ptr<double>();
+    const int64_t db_stride = grad_bias.stride(0);
+    parallel_for(0, g.o, nn::grain_for(g.n * g.cols()), [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        double sum = 0;
+        for (int64_t image = 0; image < g.n; ++image) {
+          for (int64_t yy = 0; yy < g.oh; ++yy) {
+            for (int64_t xx = 0; xx < g.ow; ++xx) sum += *dyv.at(image, o, yy, xx);
+          }
+        }
+        db[o * db_stride] = sum;
+      }
+    });
+  }
+}
+
+}  // namespace ferry::cpu::reference
