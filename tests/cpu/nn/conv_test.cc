@@ -8,6 +8,7 @@
 
 #include "ferry/backends/cpu/dnnl/nn_kernels.h"
 #include "ferry/backends/cpu/dnnl/nn_reference.h"
+#include "ferry/iter/parallel.h"
 #include "tests/cpu/nn/nn_test_util.h"
 
 namespace ferry::cpu {
@@ -113,6 +114,9 @@ TEST(NnConv, Float64GemmPathMatchesTheDirectLoops) {
   ConvCase wide{2, 24, 13, 11, 40, 3, 3, Conv2dParams{}};  // rows 216 x cols 143 per group
   wide.p.padding = {1, 1};
   cases.push_back(wide);
+  ConvCase batch{7, 4, 6, 5, 6, 3, 3, Conv2dParams{}};  // weight gradients in four runs of images
+  batch.p.groups = 2;
+  cases.push_back(batch);
   for (const ConvCase& c : cases) {
     const Layout lx = layouts[rng() % 3], ly = layouts[rng() % 3], ldy = layouts[rng() % 3];
     const Layout lw = rng() % 2 ? Layout::kChannelsLast : Layout::kContiguous;
@@ -141,6 +145,19 @@ TEST(NnConv, Float64GemmPathMatchesTheDirectLoops) {
     reference::conv2d_backward_weight(dw_loops, db_loops, x, dy, c.p);
     FERRY_EXPECT_CLOSE(dw, dw_loops, kFloat64, "backward weight");
     FERRY_EXPECT_CLOSE(db, db_loops, kFloat64, "backward bias");
+    // The same bits at one thread: images are summed in fixed runs, whatever the thread count.
+    const int saved = get_num_threads();
+    set_num_threads(1);
+    Tensor y1 = empty_like(y), dx1 = empty_like(dx), dw1 = empty_like(dw), db1 = empty_like(db);
+    conv2d_forward(y1, x, w, b, c.p);
+    conv2d_backward_input(dx1, dy, w, c.p);
+    conv2d_backward_weight(dw1, db1, x, dy, c.p);
+    set_num_threads(saved);
+    using testing::nn::values;
+    EXPECT_EQ(values(y1), values(y)) << "forward at 1 and " << saved << " threads";
+    EXPECT_EQ(values(dx1), values(dx)) << "backward input at 1 and " << saved << " threads";
+    EXPECT_EQ(values(dw1), values(dw)) << "backward weight at 1 and " << saved << " threads";
+    EXPECT_EQ(values(db1), values(db)) << "backward bias at 1 and " << saved << " threads";
   }
 }
 

@@ -3,8 +3,10 @@
 // rest: forward W x col, backward input W^T x dY (then col2im adds the columns back into their
 // windows), backward weight the sum over images of dY x col^T. Any input and output strides are
 // accepted; an operand whose spatial dims cannot be read as one matrix dimension is copied first.
-// im2col and col2im split their rows (col2im: its channels, so that no two threads add into the
-// same element) over the pool, the products their blocks.
+// Images (and groups) are split over the pool, each with its own col matrix; with one of them,
+// im2col's rows, col2im's channels and the product's blocks are split instead. Weight gradients
+// sum the images in four fixed runs added in order, so results do not depend on the thread
+// count.
 #include <algorithm>
 #include <array>
 #include <vector>
@@ -126,66 +128,61 @@ void conv2d_forward_f64_gemm(const Tensor& out, const Tensor& input, const Tenso
                              const Tensor& bias, const Conv2dParams& p) {
   const ConvGeometry g = geometry(input, weight, out, p);
   const Tensor w = weight.contiguous();  // [O, C/g * kH * kW]
-  const View x(input);
-  // The product lands in `out` when its spatial dims read as one, else in a dense [O, oH * oW]
+  const auto* wp = static_cast<const double*>(w.const_data_ptr());
+  const auto* bp = bias.defined() ? static_cast<const double*>(bias.const_data_ptr()) : nullptr;
+  const int64_t b_stride = bias.defined() ? bias.stride(0) : 0;
+  const View x(input), y(out);
+  // The product lands in `out` when its spatial dims read as one, else in a dense [og, oH * oW]
   // image that is then scattered.
   const bool direct = spatial_as_one(out);
-  std::vector<double> col(static_cast<size_t>(g.rows() * g.cols()));
-  std::vector<double> image_out(direct ? 0 : static_cast<size_t>(g.o * g.cols()));
-  const View y(out);
-  for (int64_t image = 0; image < g.n; ++image) {
-    for (int64_t group = 0; group < g.groups; ++group) {
+  parallel_for(0, g.n * g.groups, 1, [&](int64_t begin, int64_t end) {
+    std::vector<double> col(static_cast<size_t>(g.rows() * g.cols()));
+    std::vector<double> dense(direct ? 0 : static_cast<size_t>(g.og * g.cols()));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t image = task / g.groups, group = task % g.groups, o0 = group * g.og;
       im2col(x, g, image, group * g.cg, col.data());
-      const Matrix wg{static_cast<const double*>(w.const_data_ptr()) + group * g.og * g.rows(),
-                      g.rows(), 1};
+      const Matrix wg{wp + o0 * g.rows(), g.rows(), 1};
       const Matrix cm{col.data(), g.cols(), 1};
       if (direct) {
-        product(wg, cm, y.at(image, group * g.og, 0, 0), y.stride[1], y.stride[3], g.og, g.cols(),
-                g.rows(), 0.0);
+        product(wg, cm, y.at(image, o0, 0, 0), y.stride[1], y.stride[3], g.og, g.cols(), g.rows(),
+                0.0);
+        if (bp == nullptr) continue;
       } else {
-        product(wg, cm, image_out.data() + group * g.og * g.cols(), g.cols(), 1, g.og, g.cols(),
-                g.rows(), 0.0);
+        product(wg, cm, dense.data(), g.cols(), 1, g.og, g.cols(), g.rows(), 0.0);
       }
-    }
-    if (!direct || bias.defined()) {
-      const double* b =
-          bias.defined() ? static_cast<const double*>(bias.const_data_ptr()) : nullptr;
-      const int64_t b_stride = bias.defined() ? bias.stride(0) : 0;
-      parallel_for(0, g.o, nn::grain_for(g.cols()), [&](int64_t begin, int64_t end) {
-        for (int64_t o = begin; o < end; ++o) {
-          const double add = b != nullptr ? b[o * b_stride] : 0.0;
-          for (int64_t yy = 0; yy < g.oh; ++yy) {
-            for (int64_t xx = 0; xx < g.ow; ++xx) {
-              double* dst = y.at(image, o, yy, xx);
-              *dst =
-                  (direct ? *dst : image_out[static_cast<size_t>(o * g.cols() + yy * g.ow + xx)]) +
-                  add;
-            }
+      for (int64_t o = 0; o < g.og; ++o) {
+        const double add = bp != nullptr ? bp[(o0 + o) * b_stride] : 0.0;
+        const double* src = direct ? nullptr : dense.data() + o * g.cols();
+        for (int64_t yy = 0; yy < g.oh; ++yy) {
+          for (int64_t xx = 0; xx < g.ow; ++xx) {
+            double* dst = y.at(image, o0 + o, yy, xx);
+            *dst = (direct ? *dst : src[yy * g.ow + xx]) + add;
           }
         }
-      });
+      }
     }
-  }
+  });
 }
 
 void conv2d_backward_input_f64_gemm(const Tensor& grad_input, const Tensor& grad_out,
                                     const Tensor& weight, const Conv2dParams& p) {
   const ConvGeometry g = geometry(grad_input, weight, grad_out, p);
   const Tensor w = weight.contiguous();
+  const auto* wp = static_cast<const double*>(w.const_data_ptr());
   const Tensor dy = spatial_as_one(grad_out) ? grad_out : grad_out.contiguous();
   const View dyv(dy), dx(grad_input);
   Tensor(grad_input).zero_();  // a handle of the same storage: the front end passes const
-  std::vector<double> col(static_cast<size_t>(g.rows() * g.cols()));
-  for (int64_t image = 0; image < g.n; ++image) {
-    for (int64_t group = 0; group < g.groups; ++group) {
+  parallel_for(0, g.n * g.groups, 1, [&](int64_t begin, int64_t end) {
+    std::vector<double> col(static_cast<size_t>(g.rows() * g.cols()));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t image = task / g.groups, group = task % g.groups;
       // col = W_g^T dY_g: W_g is [og, rows] row-major, read transposed.
-      const Matrix wt{static_cast<const double*>(w.const_data_ptr()) + group * g.og * g.rows(), 1,
-                      g.rows()};
+      const Matrix wt{wp + group * g.og * g.rows(), 1, g.rows()};
       const Matrix dyg{dyv.at(image, group * g.og, 0, 0), dyv.stride[1], dyv.stride[3]};
       product(wt, dyg, col.data(), g.cols(), 1, g.rows(), g.cols(), g.og, 0.0);
-      col2im_add(col.data(), g, image, group * g.cg, dx);
+      col2im_add(col.data(), g, image, group * g.cg, dx);  // its own image's group of channels
     }
-  }
+  });
 }
 
 void conv2d_backward_weight_f64_gemm(const Tensor& grad_weight, const Tensor& grad_bias,
@@ -195,19 +192,36 @@ void conv2d_backward_weight_f64_gemm(const Tensor& grad_weight, const Tensor& gr
   const Tensor dy = spatial_as_one(grad_out) ? grad_out : grad_out.contiguous();
   const View dyv(dy), x(input);
   if (grad_weight.numel() > 0) {
-    // dW_g = sum over images of dY_g col^T, into a dense [O, rows] unless grad_weight is one.
+    // dW_g = the sum over images of dY_g col^T. The images go in kPartials fixed runs, each
+    // summed into its own dense [O, rows] (the first into grad_weight itself when it is dense),
+    // and the runs are added in order: the same sums at any thread count.
+    constexpr int64_t kPartials = 4;
+    const int64_t partials = std::min(g.n, kPartials);
+    const int64_t per = (g.n + partials - 1) / partials;
+    const int64_t size = g.o * g.rows();
     const bool direct = grad_weight.is_contiguous();
     const Tensor dw = direct ? grad_weight : nn::host_empty(grad_weight.sizes(), kFloat64);
-    double* dwp = dw.data_ptr<double>();
-    std::vector<double> col(static_cast<size_t>(g.rows() * g.cols()));
-    for (int64_t image = 0; image < g.n; ++image) {
-      for (int64_t group = 0; group < g.groups; ++group) {
-        im2col(x, g, image, group * g.cg, col.data());
-        const Matrix dyg{dyv.at(image, group * g.og, 0, 0), dyv.stride[1], dyv.stride[3]};
-        const Matrix colt{col.data(), 1, g.cols()};
-        product(dyg, colt, dwp + group * g.og * g.rows(), g.rows(), 1, g.og, g.rows(), g.cols(),
-                image == 0 ? 0.0 : 1.0);
+    std::vector<double> extra(static_cast<size_t>((partials - 1) * size));
+    parallel_for(0, partials, 1, [&](int64_t begin, int64_t end) {
+      std::vector<double> col(static_cast<size_t>(g.rows() * g.cols()));
+      for (int64_t part = begin; part < end; ++part) {
+        double* sum = part == 0 ? dw.data_ptr<double>() : extra.data() + (part - 1) * size;
+        const int64_t first = part * per, last = std::min(g.n, first + per);
+        for (int64_t image = first; image < last; ++image) {
+          for (int64_t group = 0; group < g.groups; ++group) {
+            im2col(x, g, image, group * g.cg, col.data());
+            const Matrix dyg{dyv.at(image, group * g.og, 0, 0), dyv.stride[1], dyv.stride[3]};
+            const Matrix colt{col.data(), 1, g.cols()};
+            product(dyg, colt, sum + group * g.og * g.rows(), g.rows(), 1, g.og, g.rows(), g.cols(),
+                    image == first ? 0.0 : 1.0);
+          }
+        }
       }
+    });
+    double* total = dw.data_ptr<double>();
+    for (int64_t part = 1; part < partials; ++part) {
+      const double* add = extra.data() + (part - 1) * size;
+      for (int64_t e = 0; e < size; ++e) total[e] += add[e];
     }
     if (!direct) Tensor(grad_weight).copy_(dw);
   }
