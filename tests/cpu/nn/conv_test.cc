@@ -103,7 +103,8 @@ TEST(NnConv, AllThreeKernelsMatchFloat64LoopsOnRandomConfigurations) {
 // float64 convolutions run as im2col and the packed float64 GEMM (conv_gemm_f64.cc); the direct
 // loops (reference::conv2d_*) are their reference here, on random configurations and on every
 // layout of each operand: outputs whose spatial dims do not read as one (sliced) go through a
-// dense image, a non-contiguous grad_weight through a dense temporary.
+// dense image, a non-contiguous grad_weight through a dense temporary; then with the col matrix
+// cut into bands of one and two output rows.
 TEST(NnConv, Float64GemmPathMatchesTheDirectLoops) {
   SCOPED_TRACE(testing::seed_trace());
   auto rng = testing::test_rng();
@@ -158,6 +159,20 @@ TEST(NnConv, Float64GemmPathMatchesTheDirectLoops) {
     EXPECT_EQ(values(dx1), values(dx)) << "backward input at 1 and " << saved << " threads";
     EXPECT_EQ(values(dw1), values(dw)) << "backward weight at 1 and " << saved << " threads";
     EXPECT_EQ(values(db1), values(db)) << "backward bias at 1 and " << saved << " threads";
+    // The col matrix in bands of one and of two output rows (the last one short when oH is odd).
+    const int64_t row_bytes = cg * c.kh * c.kw * c.ow() * 8;
+    for (int64_t band : {1, 2}) {
+      SCOPED_TRACE("bands of " + std::to_string(band) + " output rows");
+      const int64_t saved_budget = reference::detail::set_conv_f64_col_budget(band * row_bytes);
+      Tensor yb = empty_like(y), dxb = empty_like(dx), dwb = empty_like(dw), dbb = empty_like(db);
+      conv2d_forward(yb, x, w, b, c.p);
+      conv2d_backward_input(dxb, dy, w, c.p);
+      conv2d_backward_weight(dwb, dbb, x, dy, c.p);
+      reference::detail::set_conv_f64_col_budget(saved_budget);
+      FERRY_EXPECT_CLOSE(yb, y_loops, kFloat64, "forward");
+      FERRY_EXPECT_CLOSE(dxb, dx_loops, kFloat64, "backward input");
+      FERRY_EXPECT_CLOSE(dwb, dw_loops, kFloat64, "backward weight");
+    }
   }
 }
 

@@ -40,6 +40,12 @@ void conv2d_backward_weight_f64_gemm(const Tensor& grad_weight, const Tensor& gr
                                      const Tensor& input, const Tensor& grad_out,
                                      const Conv2dParams& p);
 
+namespace detail {
+// The bytes of col matrix conv_gemm_f64.cc builds at once per thread (32 MiB); returns the
+// previous value. For tests, which set it small to cut their images into bands of output rows.
+int64_t set_conv_f64_col_budget(int64_t bytes);
+}  // namespace detail
+
 // Pooling on 4-d [N, C, H, W] operands; float64, float32, bfloat16 and float16.
 void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& input,
                         const Pool2dParams& p);
