@@ -543,8 +543,7 @@ void conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_bias, 
     return reference::conv2d_backward_weight(grad_weight, grad_bias, input, grad_out, p);
   }
   if (grad_out.dtype() == kFloat64) {
-    return reference::conv2d_backward_weight_f64_gemm(grad_weight, grad_bias, input, grad_out,
-                                                      p);
+    return reference::conv2d_backward_weight_f64_gemm(grad_weight, grad_bias, input, grad_out, p);
   }
   if (backward_weight_onednn(grad_weight, grad_bias, input, grad_out, p)) return;
   nn::OutputStage dw = f32_out(grad_weight), db = f32_out(grad_bias);
