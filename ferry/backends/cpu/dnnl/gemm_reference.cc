@@ -68,62 +68,26 @@ void gemm_loop(const Tensor& out, const Tensor& a, const Tensor& b, double alpha
                });
 }
 
-// float64 with k > 0: the output in blocks of kGemmBlockRows x kGemmBlockCols per batch, each
-// block one call of the packed kernel.
-void gemm_f64(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
-              const Tensor& bias) {
+// The matrices of a batch (`batches` of them, each operand's batch stride apart), each cut into
+// blocks of kGemmBlockRows x kGemmBlockCols, every block of every matrix one item of the pool.
+void gemm_f64_batches(const kernels::GemmBlockF64& g, int64_t batches, int64_t a_batch_stride,
+                      int64_t b_batch_stride, int64_t c_batch_stride) {
   using kernels::kGemmBlockCols;
   using kernels::kGemmBlockRows;
-  const int64_t batches = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
-  const int64_t row_blocks = (m + kGemmBlockRows - 1) / kGemmBlockRows;
-  const int64_t col_blocks = (n + kGemmBlockCols - 1) / kGemmBlockCols;
-  double* o = static_cast<double*>(out.data_ptr());
-  const double* pa = static_cast<const double*>(a.const_data_ptr());
-  const double* pb = static_cast<const double*>(b.const_data_ptr());
-  const double* pbias =
-      bias.defined() ? static_cast<const double*>(bias.const_data_ptr()) : nullptr;
-  const int64_t bias_stride = bias.defined() ? bias.stride(0) : 0;
-  const int64_t blocks = batches * row_blocks * col_blocks;
-  const int64_t block_work = std::min(m, kGemmBlockRows) * std::min(n, kGemmBlockCols) * k;
-  parallel_for(0, blocks, nn::grain_for(block_work), [&](int64_t begin, int64_t end) {
-    for (int64_t index = begin; index < end; ++index) {
-      const int64_t bi = index / (row_blocks * col_blocks);
-      const int64_t rb = index / col_blocks % row_blocks, cb = index % col_blocks;
-      const int64_t i0 = rb * kGemmBlockRows, j0 = cb * kGemmBlockCols;
-      kernels::GemmBlockF64 g{};
-      g.a = pa + bi * a.stride(0) + i0 * a.stride(1);
-      g.a_row_stride = a.stride(1), g.a_col_stride = a.stride(2);
-      g.b = pb + bi * b.stride(0) + j0 * b.stride(2);
-      g.b_row_stride = b.stride(1), g.b_col_stride = b.stride(2);
-      g.c = o + bi * out.stride(0) + i0 * out.stride(1) + j0 * out.stride(2);
-      g.c_row_stride = out.stride(1), g.c_col_stride = out.stride(2);
-      g.m = std::min(kGemmBlockRows, m - i0), g.n = std::min(kGemmBlockCols, n - j0), g.k = k;
-      g.alpha = alpha, g.beta = beta;
-      g.bias = pbias != nullptr ? pbias + j0 * bias_stride : nullptr;
-      g.bias_stride = bias_stride;
-      kernels::gemm_f64_block(g);
-    }
-  });
-}
-
-}  // namespace
-
-void gemm_f64_matrix(const kernels::GemmBlockF64& g) {
-  using kernels::kGemmBlockCols;
-  using kernels::kGemmBlockRows;
-  if (g.m <= 0 || g.n <= 0) return;
+  if (batches <= 0 || g.m <= 0 || g.n <= 0) return;
   const int64_t row_blocks = (g.m + kGemmBlockRows - 1) / kGemmBlockRows;
   const int64_t col_blocks = (g.n + kGemmBlockCols - 1) / kGemmBlockCols;
   const int64_t block_work = std::min(g.m, kGemmBlockRows) * std::min(g.n, kGemmBlockCols) * g.k;
-  parallel_for(0, row_blocks * col_blocks, nn::grain_for(block_work),
+  parallel_for(0, batches * row_blocks * col_blocks, nn::grain_for(block_work),
                [&](int64_t begin, int64_t end) {
                  for (int64_t index = begin; index < end; ++index) {
-                   const int64_t i0 = index / col_blocks * kGemmBlockRows;
+                   const int64_t bi = index / (row_blocks * col_blocks);
+                   const int64_t i0 = index / col_blocks % row_blocks * kGemmBlockRows;
                    const int64_t j0 = index % col_blocks * kGemmBlockCols;
                    kernels::GemmBlockF64 block = g;
-                   block.a = g.a + i0 * g.a_row_stride;
-                   block.b = g.b + j0 * g.b_col_stride;
-                   block.c = g.c + i0 * g.c_row_stride + j0 * g.c_col_stride;
+                   block.a = g.a + bi * a_batch_stride + i0 * g.a_row_stride;
+                   block.b = g.b + bi * b_batch_stride + j0 * g.b_col_stride;
+                   block.c = g.c + bi * c_batch_stride + i0 * g.c_row_stride + j0 * g.c_col_stride;
                    block.m = std::min(kGemmBlockRows, g.m - i0);
                    block.n = std::min(kGemmBlockCols, g.n - j0);
                    if (g.bias != nullptr) block.bias = g.bias + j0 * g.bias_stride;
@@ -131,6 +95,27 @@ void gemm_f64_matrix(const kernels::GemmBlockF64& g) {
                  }
                });
 }
+
+// float64 with k > 0, on [B, M, K] x [B, K, N] tensors.
+void gemm_f64(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
+              const Tensor& bias) {
+  kernels::GemmBlockF64 g{};
+  g.a = static_cast<const double*>(a.const_data_ptr());
+  g.a_row_stride = a.stride(1), g.a_col_stride = a.stride(2);
+  g.b = static_cast<const double*>(b.const_data_ptr());
+  g.b_row_stride = b.stride(1), g.b_col_stride = b.stride(2);
+  g.c = static_cast<double*>(out.data_ptr());
+  g.c_row_stride = out.stride(1), g.c_col_stride = out.stride(2);
+  g.m = out.size(1), g.n = out.size(2), g.k = a.size(2);
+  g.alpha = alpha, g.beta = beta;
+  g.bias = bias.defined() ? static_cast<const double*>(bias.const_data_ptr()) : nullptr;
+  g.bias_stride = bias.defined() ? bias.stride(0) : 0;
+  gemm_f64_batches(g, out.size(0), a.stride(0), b.stride(0), out.stride(0));
+}
+
+}  // namespace
+
+void gemm_f64_matrix(const kernels::GemmBlockF64& g) { gemm_f64_batches(g, 1, 0, 0, 0); }
 
 void gemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
           const Tensor& bias) {
