@@ -188,8 +188,16 @@ void check_resnet(const std::string& name, nn::models::ResNet net, Device device
   }
 }
 
+// The float64 gradients in optimized builds only: under the sanitizers their float64 kernels
+// run one lane at a time (one SIMD target there), and cpu_nn's tests check those kernels.
+#if defined(FERRY_SANITIZER_BUILD)
+constexpr bool kCheckFloat64Gradients = false;
+#else
+constexpr bool kCheckFloat64Gradients = true;
+#endif
+
 TEST_F(ModelsTorchTest, ResNet18MatchesTorchvisionOnCpu) {
-  check_resnet("resnet18", nn::models::resnet18(), Device("cpu"), true);
+  check_resnet("resnet18", nn::models::resnet18(), Device("cpu"), kCheckFloat64Gradients);
 }
 
 TEST_F(ModelsTorchTest, ResNet50MatchesTorchvisionOnCpu) {
