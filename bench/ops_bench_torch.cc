@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "bench/ops_bench.h"
@@ -13,9 +14,23 @@
 namespace ferry::bench {
 namespace {
 
+torch::Dtype torch_dtype(ScalarType dtype) {
+  switch (dtype) {
+    case kFloat32:
+      return torch::kFloat32;
+    case kFloat64:
+      return torch::kFloat64;
+    case kBFloat16:
+      return torch::kBFloat16;
+    default:
+      break;
+  }
+  throw DTypeError("bench-ops: expected a float32, float64 or bfloat16 case, got " +
+                   std::string(scalar_type_name(dtype)));
+}
+
 torch::Tensor randn_in(std::vector<int64_t> sizes, ScalarType dtype, bool channels_last = false) {
-  const torch::Dtype t = dtype == kBFloat16 ? torch::kBFloat16 : torch::kFloat32;
-  torch::Tensor x = torch::randn(sizes).to(t);
+  torch::Tensor x = torch::randn(sizes).to(torch_dtype(dtype));
   return channels_last ? x.contiguous(torch::MemoryFormat::ChannelsLast) : x;
 }
 
