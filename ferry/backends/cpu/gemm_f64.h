@@ -12,7 +12,9 @@ namespace ferry::cpu::kernels {
 
 // One block of the product: a is m x k, b is k x n, c and the result m x n; strides in elements
 // (rows, then columns); bias (n elements, bias_stride apart) or nullptr. The block may be any
-// size; blocks of kGemmBlockRows x kGemmBlockCols keep the packed panels in the caches.
+// size; blocks of at most kGemmBlockCols columns keep the packed panels in the caches, and
+// blocks that start on a multiple of kGemmTileRows rows leave partial register tiles to the
+// matrix's last rows. An element's sum runs over k in the same order in any block.
 struct GemmBlockF64 {
   const double* a;
   int64_t a_row_stride, a_col_stride;
@@ -26,7 +28,9 @@ struct GemmBlockF64 {
   int64_t bias_stride;
 };
 
-inline constexpr int64_t kGemmBlockRows = 144;
+// Rows of the kernel's register tile.
+inline constexpr int64_t kGemmTileRows = 6;
+// Columns of a block: b's packed slice of them (kGemmBlockCols x 128 values) stays in L2.
 inline constexpr int64_t kGemmBlockCols = 256;
 
 void gemm_f64_block(const GemmBlockF64& block);

@@ -23,7 +23,7 @@ namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr int64_t kRows = 6;      // rows of a register tile
+constexpr int64_t kRows = kernels::kGemmTileRows;  // rows of a register tile
 constexpr int64_t kDepth = 128;   // k per packed slice: a b panel of kDepth x 2 vectors in L1
 constexpr int64_t kRowSlab = 72;  // rows of a packed together (kRows apart): 72 KiB, in L2
 
@@ -42,11 +42,18 @@ Panels& panels() {
 // b[p0 + p][j0 + j] for p < depth, j < cols, as panels of `width` columns: panel q holds
 // columns q*width.. as depth rows of `width` values, zeros past the block's last column.
 void PackB(const kernels::GemmBlockF64& g, int64_t p0, int64_t depth, int64_t width, double* out) {
+  const D d;
+  const size_t n = hn::Lanes(d);
   for (int64_t j0 = 0; j0 < g.n; j0 += width) {
     const int64_t cols = std::min(width, g.n - j0);
     for (int64_t p = 0; p < depth; ++p) {
       const double* row = g.b + (p0 + p) * g.b_row_stride + j0 * g.b_col_stride;
       double* dst = out + p * width;
+      if (g.b_col_stride == 1 && cols == width) {  // width is two vectors
+        hn::StoreU(hn::LoadU(d, row), d, dst);
+        hn::StoreU(hn::LoadU(d, row + n), d, dst + n);
+        continue;
+      }
       if (g.b_col_stride == 1) {
         std::copy(row, row + cols, dst);
       } else {

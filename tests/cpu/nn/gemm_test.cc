@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "ferry/backends/cpu/dnnl/nn_kernels.h"
@@ -141,9 +142,10 @@ LongDoubleProduct long_double_product(const Tensor& out, const Tensor& a, const 
 }
 
 // Shapes across every boundary of the kernel: register tiles (6 rows, two vectors of columns),
-// slabs of a, the k slices (kDepth 128) and the caller's blocks (kGemmBlockRows x
-// kGemmBlockCols), then random ones; every layout of gemm_operand, alpha, beta (0 with NaN in
-// out) and a bias.
+// slabs of a, the k slices (kDepth 128) and the caller's blocks (kGemmBlockCols columns, rows
+// split by the thread count), then random ones; every layout of gemm_operand, alpha, beta (0
+// with NaN in out) and a bias. Two threads give the same bits as one: the rows split
+// differently, but each element sums over k in the same order.
 TEST(NnGemm, Float64KernelMatchesALongDoubleProductOnEveryTarget) {
   SCOPED_TRACE(testing::seed_trace());
   auto rng = testing::test_rng();
@@ -151,11 +153,13 @@ TEST(NnGemm, Float64KernelMatchesALongDoubleProductOnEveryTarget) {
   struct Shape {
     int64_t b, m, k, n;
   };
-  std::vector<Shape> shapes = {{1, 1, 1, 1},
-                               {1, 6, 256, 16},
-                               {1, 7, 257, 17},
-                               {2, kernels::kGemmBlockRows + 5, 520, kernels::kGemmBlockCols + 9},
-                               {1, 75, 3, 300}};
+  std::vector<Shape> shapes = {
+      {1, 1, 1, 1},
+      {1, 6, 256, 16},
+      {1, 7, 257, 17},
+      {2, 24 * kernels::kGemmTileRows + 5, 520, kernels::kGemmBlockCols + 9},
+      {1, 50 * kernels::kGemmTileRows + 1, 130, 40},
+      {1, 75, 3, 300}};
   for (int i = 0; i < 8; ++i) {
     shapes.push_back({1 + static_cast<int64_t>(rng() % 2), 1 + static_cast<int64_t>(rng() % 160),
                       1 + static_cast<int64_t>(rng() % 300),
@@ -177,11 +181,24 @@ TEST(NnGemm, Float64KernelMatchesALongDoubleProductOnEveryTarget) {
       const Tensor bias =
           s % 2 == 0 ? testing::nn::random_in({sh.n}, kFloat64, Layout::kSliced, gen) : Tensor();
       const LongDoubleProduct want = long_double_product(out, a, bm, alpha, beta, bias);
-      gemm(out, a, bm, alpha, beta, bias);
+      std::vector<double> got_one_thread;
+      {
+        const Tensor before = out.clone();
+        const int saved = get_num_threads();
+        set_num_threads(1);
+        gemm(out, a, bm, alpha, beta, bias);
+        got_one_thread = testing::nn::values(out);
+        out.copy_(before);  // out's own layout again, for the two-thread run
+        set_num_threads(2);
+        gemm(out, a, bm, alpha, beta, bias);
+        set_num_threads(saved);
+      }
       SCOPED_TRACE("B=" + std::to_string(sh.b) + " M=" + std::to_string(sh.m) +
                    " K=" + std::to_string(sh.k) + " N=" + std::to_string(sh.n));
       const std::vector<double> got = testing::nn::values(out);
       ASSERT_EQ(got.size(), want.value.size());
+      ASSERT_EQ(std::memcmp(got.data(), got_one_thread.data(), got.size() * sizeof(double)), 0)
+          << "two threads gave other bits than one";
       int bad = 0;
       for (size_t e = 0; e < got.size() && bad < 5; ++e) {
         const long double bound =

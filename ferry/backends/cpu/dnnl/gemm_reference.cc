@@ -68,32 +68,51 @@ void gemm_loop(const Tensor& out, const Tensor& a, const Tensor& b, double alpha
                });
 }
 
+// How many row blocks each matrix is cut into when `items` blocks of columns (over all matrices)
+// go to `threads` threads. Every row block packs b's columns again, so as few as keep the threads
+// evenly busy: the first count at which the pool's equal chunks of blocks leave at most a fifth
+// of the threads' time idle (one block per matrix at one thread).
+int64_t gemm_f64_row_blocks(int64_t items, int64_t m, int threads) {
+  const int64_t most = (m + kernels::kGemmTileRows - 1) / kernels::kGemmTileRows;
+  for (int64_t splits = 1; splits < most; ++splits) {
+    const int64_t blocks = items * splits;
+    const int64_t per_thread = (blocks + threads - 1) / threads;
+    if (blocks * 5 >= per_thread * threads * 4) return splits;
+  }
+  return most;
+}
+
 // The matrices of a batch (`batches` of them, each operand's batch stride apart), each cut into
-// blocks of kGemmBlockRows x kGemmBlockCols, every block of every matrix one item of the pool.
+// blocks of at most kGemmBlockCols columns and of rows that start on multiples of the kernel's
+// tile (only a matrix's last rows make a partial tile), every block of every matrix one item of
+// the pool. Each element sums over k in the same order however the rows are split, so the
+// result does not depend on the thread count.
 void gemm_f64_batches(const kernels::GemmBlockF64& g, int64_t batches, int64_t a_batch_stride,
                       int64_t b_batch_stride, int64_t c_batch_stride) {
   using kernels::kGemmBlockCols;
-  using kernels::kGemmBlockRows;
+  using kernels::kGemmTileRows;
   if (batches <= 0 || g.m <= 0 || g.n <= 0) return;
-  const int64_t row_blocks = (g.m + kGemmBlockRows - 1) / kGemmBlockRows;
   const int64_t col_blocks = (g.n + kGemmBlockCols - 1) / kGemmBlockCols;
-  const int64_t block_work = std::min(g.m, kGemmBlockRows) * std::min(g.n, kGemmBlockCols) * g.k;
-  parallel_for(0, batches * row_blocks * col_blocks, nn::grain_for(block_work),
-               [&](int64_t begin, int64_t end) {
-                 for (int64_t index = begin; index < end; ++index) {
-                   const int64_t bi = index / (row_blocks * col_blocks);
-                   const int64_t i0 = index / col_blocks % row_blocks * kGemmBlockRows;
-                   const int64_t j0 = index % col_blocks * kGemmBlockCols;
-                   kernels::GemmBlockF64 block = g;
-                   block.a = g.a + bi * a_batch_stride + i0 * g.a_row_stride;
-                   block.b = g.b + bi * b_batch_stride + j0 * g.b_col_stride;
-                   block.c = g.c + bi * c_batch_stride + i0 * g.c_row_stride + j0 * g.c_col_stride;
-                   block.m = std::min(kGemmBlockRows, g.m - i0);
-                   block.n = std::min(kGemmBlockCols, g.n - j0);
-                   if (g.bias != nullptr) block.bias = g.bias + j0 * g.bias_stride;
-                   kernels::gemm_f64_block(block);
-                 }
-               });
+  const int threads = in_parallel_region() ? 1 : get_num_threads();
+  const int64_t splits = gemm_f64_row_blocks(batches * col_blocks, g.m, threads);
+  const int64_t block_rows =
+      ((g.m + splits - 1) / splits + kGemmTileRows - 1) / kGemmTileRows * kGemmTileRows;
+  const int64_t row_blocks = (g.m + block_rows - 1) / block_rows;
+  parallel_for(0, batches * row_blocks * col_blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t index = begin; index < end; ++index) {
+      const int64_t bi = index / (row_blocks * col_blocks);
+      const int64_t i0 = index / col_blocks % row_blocks * block_rows;
+      const int64_t j0 = index % col_blocks * kGemmBlockCols;
+      kernels::GemmBlockF64 block = g;
+      block.a = g.a + bi * a_batch_stride + i0 * g.a_row_stride;
+      block.b = g.b + bi * b_batch_stride + j0 * g.b_col_stride;
+      block.c = g.c + bi * c_batch_stride + i0 * g.c_row_stride + j0 * g.c_col_stride;
+      block.m = std::min(block_rows, g.m - i0);
+      block.n = std::min(kGemmBlockCols, g.n - j0);
+      if (g.bias != nullptr) block.bias = g.bias + j0 * g.bias_stride;
+      kernels::gemm_f64_block(block);
+    }
+  });
 }
 
 // float64 with k > 0, on [B, M, K] x [B, K, N] tensors.
