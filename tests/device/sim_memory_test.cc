@@ -11,11 +11,13 @@
 #include <thread>
 #include <vector>
 
+#include "ferry/backends/cpu/copy_tuning.h"
 #include "ferry/core/storage.h"
 #include "ferry/device/raw_device_allocator.h"
 #include "ferry/device/stream.h"
 #include "tests/device/sim_fixture.h"
 #include "tests/support/errors.h"
+#include "tests/support/random.h"
 
 namespace ferry::testing {
 namespace {
@@ -50,6 +52,34 @@ TEST_F(SimMemoryTest, CopiesRoundTripInEveryDirection) {
   EXPECT_EQ(read_back(z.get(), n, 1), std::vector<unsigned char>(n, 0xAB));
   // Zero-byte operations are no-ops, whatever the pointers.
   b.memcpy_async(0, nullptr, nullptr, 0, CopyKind::HostToDevice, s.raw());
+}
+
+// Copies at least the CPU engine's streaming threshold long go through its streaming copy
+// (sim_access.h): every byte lands, from and to addresses off their lines, in every direction.
+TEST_F(SimMemoryTest, CopiesLongEnoughToStreamKeepEveryByte) {
+  SCOPED_TRACE(seed_trace());
+  const int64_t threshold = cpu::tuning::stream_thresholds().sequential;
+  if (threshold > (int64_t{256} << 20)) GTEST_SKIP() << "no streaming below 256 MiB here";
+  const size_t n = static_cast<size_t>(threshold) + 4096 + 77;
+  std::vector<unsigned char> pattern(n + 3);
+  auto rng = test_rng();
+  for (auto& byte : pattern) byte = static_cast<unsigned char>(rng());
+  Backend& b = sim_backend();
+  SimBuffer x(0, n + 64), y(0, n + 64), z(1, n + 64);
+  auto* xd = static_cast<unsigned char*>(x.get()) + 5;  // dst and src off their 64-byte lines
+  auto* yd = static_cast<unsigned char*>(y.get()) + 33;
+  auto* zd = static_cast<unsigned char*>(z.get()) + 1;
+  b.memcpy(0, xd, pattern.data() + 3, n, CopyKind::HostToDevice);  // pageable
+  b.memcpy(0, yd, xd, n, CopyKind::DeviceToDevice);
+  const Stream s = get_stream_from_pool(Device("sim:0"));
+  b.memcpy_peer_async(zd, 1, yd, 0, n, 0, s.raw());
+  s.synchronize();
+  PinnedBuffer pinned(n + 8);
+  const Stream s1 = get_stream_from_pool(Device("sim:1"));
+  b.memcpy_async(1, static_cast<unsigned char*>(pinned.get()) + 7, zd, n, CopyKind::DeviceToHost,
+                 s1.raw());
+  s1.synchronize();
+  EXPECT_EQ(std::memcmp(static_cast<unsigned char*>(pinned.get()) + 7, pattern.data() + 3, n), 0);
 }
 
 TEST_F(SimMemoryTest, HostAddressTranslatesInteriorPointers) {

@@ -1,4 +1,5 @@
-// How the sim's workers touch memory: plain memcpy/memset, except in ThreadSanitizer builds when
+// How the sim's workers touch memory: memcpy/memset, copies from the CPU engine's streaming
+// threshold up with its streaming copy (as its dense copies), except in ThreadSanitizer builds when
 // the config hides device memory from TSan (SimConfig::tsan_sees_device_memory = false). Then
 // the device-memory side of an access is ignored and the host side is reported explicitly, so a
 // test may race on device memory on purpose while host-memory races are still caught.
@@ -7,6 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+
+#include "ferry/backends/cpu/copy_kernels.h"
+#include "ferry/backends/cpu/copy_tuning.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define FERRY_SIM_TSAN 1
@@ -60,6 +64,13 @@ inline void sim_memcpy(void* dst, const void* src, size_t nbytes, uint8_t device
   (void)device_sides;
   (void)hide_device;
 #endif
+  // Large copies write with streaming stores, as the CPU engine's dense copies do (a DMA engine
+  // does not read the destination's lines into a core's caches first either).
+  if (static_cast<int64_t>(nbytes) >= cpu::tuning::stream_thresholds().sequential) {
+    cpu::kernels::copy_bytes(dst, src, nbytes, /*stream=*/true);
+    cpu::kernels::stream_fence();
+    return;
+  }
   std::memcpy(dst, src, nbytes);
 }
 
