@@ -1,10 +1,11 @@
-// gemm_f64_block (gemm_f64.h), compiled once per SIMD target. The block's k is walked in slices
-// of kDepth; each slice packs b into panels of two vectors of columns and a into panels of kRows
-// rows, both zero-padded to whole panels, and a kernel keeps a kRows x (2 vectors) tile of c in
-// twelve vector registers while it runs down the slice: per step, two vector loads of b, kRows
-// broadcasts of a and 2 x kRows fused multiply-adds. The first slice writes c (with beta and the
-// bias), the others add to it, so no buffer of c is kept; a full tile over contiguous columns of
-// c is written from the registers, any other through a small buffer, element by element.
+// gemm_f64_block (gemm_f64.h), compiled once per SIMD target. The block's k is walked in slices of
+// kDepth; each slice packs b into panels of two vectors of columns and a into panels of kRows rows
+// (two interleaved halves of three), both zero-padded to whole panels, and a kernel keeps a kRows x
+// (2 vectors) tile of c in twelve vector registers while it runs down the slice: per step, two
+// vector loads of b, kRows broadcasts of a and 2 x kRows fused multiply-adds. The first slice
+// writes c (with beta and the bias), the others add to it, so no buffer of c is kept; a full tile
+// over contiguous columns of c is written from the registers, any other through a small buffer,
+// element by element.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ferry/backends/cpu/gemm_f64_kernels.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -65,18 +66,38 @@ void PackB(const kernels::GemmBlockF64& g, int64_t p0, int64_t depth, int64_t wi
   }
 }
 
-// a[i0 + i][p0 + p] for i < rows, p < depth, as panels of kRows rows: panel r holds depth
-// columns of kRows values, zeros past the slab's last row.
+// a[i0 + i][p0 + p] for i < rows, p < depth, as panels of kRows rows, zeros past the slab's last
+// row. A panel is two halves of kHalf rows, each depth steps of kHalf values: panel[p * kHalf +
+// i] holds row i and panel[(depth + p) * kHalf + i - kHalf] row i >= kHalf. Rows of a along
+// which it is contiguous are packed a vector of steps at a time, three rows interleaved.
+constexpr int64_t kHalf = kRows / 2;
+static_assert(kHalf == 3, "PackA interleaves three rows per half-panel");
+
 void PackA(const kernels::GemmBlockF64& g, int64_t i0, int64_t rows, int64_t p0, int64_t depth,
            double* out) {
+  const D d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
   for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
     const int64_t live = std::min(kRows, rows - r0);
-    for (int64_t i = 0; i < kRows; ++i) {
+    const double* src = g.a + (i0 + r0) * g.a_row_stride + p0 * g.a_col_stride;
+    int64_t p = 0;
+    if (live == kRows && g.a_col_stride == 1) {
+      const int64_t rs = g.a_row_stride;
+      for (; p + n <= depth; p += n) {
+        const double* s = src + p;
+        hn::StoreInterleaved3(hn::LoadU(d, s), hn::LoadU(d, s + rs), hn::LoadU(d, s + 2 * rs), d,
+                              out + p * kHalf);
+        hn::StoreInterleaved3(hn::LoadU(d, s + 3 * rs), hn::LoadU(d, s + 4 * rs),
+                              hn::LoadU(d, s + 5 * rs), d, out + (depth + p) * kHalf);
+      }
+    }
+    for (int64_t i = 0; i < kRows; ++i) {  // the steps left, and rows past the slab's end
+      double* half = out + (i < kHalf ? 0 : depth * kHalf) + i % kHalf;
       if (i < live) {
-        const double* src = g.a + (i0 + r0 + i) * g.a_row_stride + p0 * g.a_col_stride;
-        for (int64_t p = 0; p < depth; ++p) out[p * kRows + i] = src[p * g.a_col_stride];
+        const double* row = src + i * g.a_row_stride;
+        for (int64_t q = p; q < depth; ++q) half[q * kHalf] = row[q * g.a_col_stride];
       } else {
-        for (int64_t p = 0; p < depth; ++p) out[p * kRows + i] = 0.0;
+        for (int64_t q = p; q < depth; ++q) half[q * kHalf] = 0.0;
       }
     }
     out += depth * kRows;
@@ -127,28 +148,31 @@ HWY_NOINLINE void Tile(int64_t depth, const double* HWY_RESTRICT a, const double
   V c00 = hn::Zero(d), c01 = hn::Zero(d), c10 = hn::Zero(d), c11 = hn::Zero(d);
   V c20 = hn::Zero(d), c21 = hn::Zero(d), c30 = hn::Zero(d), c31 = hn::Zero(d);
   V c40 = hn::Zero(d), c41 = hn::Zero(d), c50 = hn::Zero(d), c51 = hn::Zero(d);
+  const double* HWY_RESTRICT lo = a;                  // rows 0-2 (PackA's half-panels)
+  const double* HWY_RESTRICT hi = a + depth * kHalf;  // rows 3-5
   for (int64_t p = 0; p < depth; ++p) {
     const V b0 = hn::LoadU(d, b);
     const V b1 = hn::LoadU(d, b + n);
-    V x = hn::Set(d, a[0]);
+    V x = hn::Set(d, lo[0]);
     c00 = hn::MulAdd(x, b0, c00);
     c01 = hn::MulAdd(x, b1, c01);
-    x = hn::Set(d, a[1]);
+    x = hn::Set(d, lo[1]);
     c10 = hn::MulAdd(x, b0, c10);
     c11 = hn::MulAdd(x, b1, c11);
-    x = hn::Set(d, a[2]);
+    x = hn::Set(d, lo[2]);
     c20 = hn::MulAdd(x, b0, c20);
     c21 = hn::MulAdd(x, b1, c21);
-    x = hn::Set(d, a[3]);
+    x = hn::Set(d, hi[0]);
     c30 = hn::MulAdd(x, b0, c30);
     c31 = hn::MulAdd(x, b1, c31);
-    x = hn::Set(d, a[4]);
+    x = hn::Set(d, hi[1]);
     c40 = hn::MulAdd(x, b0, c40);
     c41 = hn::MulAdd(x, b1, c41);
-    x = hn::Set(d, a[5]);
+    x = hn::Set(d, hi[2]);
     c50 = hn::MulAdd(x, b0, c50);
     c51 = hn::MulAdd(x, b1, c51);
-    a += kRows;
+    lo += kHalf;
+    hi += kHalf;
     b += 2 * n;
   }
   if (c != nullptr) {
