@@ -9,10 +9,10 @@
 // sum the images in four fixed runs added in order, so results do not depend on the thread
 // count.
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <vector>
 
+#include "ferry/backends/cpu/dnnl/conv_geometry.h"
 #include "ferry/backends/cpu/dnnl/nn_reference.h"
 #include "ferry/backends/cpu/dnnl/nn_support.h"
 #include "ferry/iter/parallel.h"
@@ -20,38 +20,7 @@
 namespace ferry::cpu::reference {
 namespace {
 
-// The convolution's sizes, from the operands the front end checked.
-struct ConvGeometry {
-  int64_t n, c, h, w, o, oh, ow, kh, kw;
-  int64_t groups, cg, og;
-  int64_t sh, sw, ph, pw, dh, dw;
-  int64_t rows() const { return cg * kh * kw; }  // of the col matrix
-  int64_t cols() const { return oh * ow; }
-};
-
-ConvGeometry geometry(const Tensor& input, const Tensor& weight, const Tensor& out,
-                      const Conv2dParams& p) {
-  ConvGeometry g{};
-  g.n = input.size(0), g.c = input.size(1), g.h = input.size(2), g.w = input.size(3);
-  g.o = out.size(1), g.oh = out.size(2), g.ow = out.size(3);
-  g.kh = weight.size(2), g.kw = weight.size(3);
-  g.groups = p.groups, g.cg = g.c / p.groups, g.og = g.o / p.groups;
-  g.sh = p.stride[0], g.sw = p.stride[1], g.ph = p.padding[0], g.pw = p.padding[1];
-  g.dh = p.dilation[0], g.dw = p.dilation[1];
-  return g;
-}
-
-// A 4-d float64 operand by its strides.
-struct View {
-  double* data;
-  std::array<int64_t, 4> stride;
-  explicit View(const Tensor& t)
-      : data(static_cast<double*>(t.data_ptr())),
-        stride{t.stride(0), t.stride(1), t.stride(2), t.stride(3)} {}
-  double* at(int64_t a, int64_t b, int64_t c, int64_t d) const {
-    return data + a * stride[0] + b * stride[1] + c * stride[2] + d * stride[3];
-  }
-};
+using View = View4<double>;
 
 // Whether [.., .., oH, oW] reads as one dimension of stride(3).
 bool spatial_as_one(const Tensor& t) {
@@ -154,7 +123,7 @@ int64_t set_conv_f64_col_budget(int64_t bytes) {
 
 void conv2d_forward_f64_gemm(const Tensor& out, const Tensor& input, const Tensor& weight,
                              const Tensor& bias, const Conv2dParams& p) {
-  const ConvGeometry g = geometry(input, weight, out, p);
+  const ConvGeometry g = conv_geometry(input, weight, out, p);
   const Tensor w = weight.contiguous();  // [O, C/g * kH * kW]
   const auto* wp = static_cast<const double*>(w.const_data_ptr());
   const auto* bp = bias.defined() ? static_cast<const double*>(bias.const_data_ptr()) : nullptr;
@@ -198,7 +167,7 @@ void conv2d_forward_f64_gemm(const Tensor& out, const Tensor& input, const Tenso
 
 void conv2d_backward_input_f64_gemm(const Tensor& grad_input, const Tensor& grad_out,
                                     const Tensor& weight, const Conv2dParams& p) {
-  const ConvGeometry g = geometry(grad_input, weight, grad_out, p);
+  const ConvGeometry g = conv_geometry(grad_input, weight, grad_out, p);
   const Tensor w = weight.contiguous();
   const auto* wp = static_cast<const double*>(w.const_data_ptr());
   const Tensor dy = spatial_as_one(grad_out) ? grad_out : grad_out.contiguous();
@@ -224,7 +193,7 @@ void conv2d_backward_input_f64_gemm(const Tensor& grad_input, const Tensor& grad
 void conv2d_backward_weight_f64_gemm(const Tensor& grad_weight, const Tensor& grad_bias,
                                      const Tensor& input, const Tensor& grad_out,
                                      const Conv2dParams& p) {
-  const ConvGeometry g = geometry(input, grad_weight, grad_out, p);
+  const ConvGeometry g = conv_geometry(input, grad_weight, grad_out, p);
   const Tensor dy = spatial_as_one(grad_out) ? grad_out : grad_out.contiguous();
   const View dyv(dy), x(input);
   if (grad_weight.numel() > 0) {

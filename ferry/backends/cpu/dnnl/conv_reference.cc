@@ -2,8 +2,7 @@
 // channels, an empty batch) of every float dtype, and are the tests' reference for the float64
 // path (conv_gemm_f64.cc). Each output element is written by exactly one iteration (gathers, no
 // scatters), so the outer loops split freely.
-#include <array>
-
+#include "ferry/backends/cpu/dnnl/conv_geometry.h"
 #include "ferry/backends/cpu/dnnl/nn_reference.h"
 #include "ferry/backends/cpu/dnnl/nn_support.h"
 #include "ferry/iter/parallel.h"
@@ -11,40 +10,12 @@
 namespace ferry::cpu::reference {
 namespace {
 
-// A typed 4-d view over any strides.
-template <typename T>
-struct View4 {
-  T* data;
-  std::array<int64_t, 4> size, stride;
-  explicit View4(const Tensor& t)
-      : data(static_cast<T*>(t.data_ptr())),
-        size{t.size(0), t.size(1), t.size(2), t.size(3)},
-        stride{t.stride(0), t.stride(1), t.stride(2), t.stride(3)} {}
-  T& operator()(int64_t a, int64_t b, int64_t c, int64_t d) const {
-    return data[a * stride[0] + b * stride[1] + c * stride[2] + d * stride[3]];
-  }
-};
-
-struct Geometry {
-  int64_t groups, cg, og, sh, sw, ph, pw, dh, dw;
-  Geometry(const Conv2dParams& p, int64_t c, int64_t o)
-      : groups(p.groups),
-        cg(c / p.groups),
-        og(o / p.groups),
-        sh(p.stride[0]),
-        sw(p.stride[1]),
-        ph(p.padding[0]),
-        pw(p.padding[1]),
-        dh(p.dilation[0]),
-        dw(p.dilation[1]) {}
-};
-
 template <typename T>
 void forward_loop(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                   const Conv2dParams& p) {
   using Acc = nn::acc_t<T>;
   const View4<T> y(out), x(input), w(weight);
-  const Geometry g(p, x.size[1], y.size[1]);
+  const ConvGeometry g = conv_geometry(input, weight, out, p);
   const int64_t kh = w.size[2], kw = w.size[3], h = x.size[2], wd = x.size[3];
   const T* b = bias.defined() ? static_cast<const T*>(bias.const_data_ptr()) : nullptr;
   const int64_t b_stride = bias.defined() ? bias.stride(0) : 0;
@@ -81,7 +52,7 @@ void backward_input_loop(const Tensor& grad_input, const Tensor& grad_out, const
                          const Conv2dParams& p) {
   using Acc = nn::acc_t<T>;
   const View4<T> dx(grad_input), dy(grad_out), w(weight);
-  const Geometry g(p, dx.size[1], dy.size[1]);
+  const ConvGeometry g = conv_geometry(grad_input, weight, grad_out, p);
   const int64_t kh = w.size[2], kw = w.size[3], oh_n = dy.size[2], ow_n = dy.size[3];
   const int64_t planes = dx.size[0] * dx.size[1];
   parallel_for(0, planes, nn::grain_for(dx.size[2] * dx.size[3] * g.og * kh * kw),
@@ -118,7 +89,7 @@ void backward_weight_loop(const Tensor& grad_weight, const Tensor& grad_bias, co
   using Acc = nn::acc_t<T>;
   const View4<T> x(input), dy(grad_out);
   const int64_t o_n = dy.size[1];
-  const Geometry g(p, x.size[1], o_n);
+  const ConvGeometry g = conv_geometry(input, grad_weight, grad_out, p);
   const int64_t kh = grad_weight.size(2), kw = grad_weight.size(3);
   const int64_t h = x.size[2], wd = x.size[3];
   T* db = grad_bias.defined() ? static_cast<T*>(grad_bias.data_ptr()) : nullptr;
