@@ -28,8 +28,8 @@ struct GemmBlockF64 {
   int64_t bias_stride;
 };
 
-// Rows of the kernel's register tile.
-inline constexpr int64_t kGemmTileRows = 6;
+// Row blocks start on multiples of this: whole register tiles on every target (6 or 8 rows).
+inline constexpr int64_t kGemmTileRows = 24;
 // Columns of a block: b's packed slice of them (kGemmBlockCols x 128 values) stays in L2.
 inline constexpr int64_t kGemmBlockCols = 256;
 

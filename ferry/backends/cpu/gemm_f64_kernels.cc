@@ -24,9 +24,19 @@ namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr int64_t kRows = kernels::kGemmTileRows;  // rows of a register tile
-constexpr int64_t kDepth = 128;   // k per packed slice: a b panel of kDepth x 2 vectors in L1
+// The register tile: kRows x kVecs vectors of c. AVX-512 has 32 vector registers: 8 x 3 (24
+// accumulators, 3 of b, a broadcast); the others have 16: 6 x 2.
+#if HWY_TARGET <= HWY_AVX3
+constexpr int64_t kRows = 8;
+constexpr int64_t kVecs = 3;
+#else
+constexpr int64_t kRows = 6;
+constexpr int64_t kVecs = 2;
+#endif
+static_assert(kernels::kGemmTileRows % kRows == 0, "row blocks start on whole tiles");
+constexpr int64_t kDepth = 128;   // k per packed slice: a b panel of kDepth x kVecs vectors in L1
 constexpr int64_t kRowSlab = 72;  // rows of a packed together (kRows apart): 72 KiB, in L2
+static_assert(kRowSlab % kRows == 0, "a slab is whole tiles");
 
 using D = hn::ScalableTag<double>;
 
@@ -44,15 +54,14 @@ Panels& panels() {
 // columns q*width.. as depth rows of `width` values, zeros past the block's last column.
 void PackB(const kernels::GemmBlockF64& g, int64_t p0, int64_t depth, int64_t width, double* out) {
   const D d;
-  const size_t n = hn::Lanes(d);
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
   for (int64_t j0 = 0; j0 < g.n; j0 += width) {
     const int64_t cols = std::min(width, g.n - j0);
     for (int64_t p = 0; p < depth; ++p) {
       const double* row = g.b + (p0 + p) * g.b_row_stride + j0 * g.b_col_stride;
       double* dst = out + p * width;
-      if (g.b_col_stride == 1 && cols == width) {  // width is two vectors
-        hn::StoreU(hn::LoadU(d, row), d, dst);
-        hn::StoreU(hn::LoadU(d, row + n), d, dst + n);
+      if (g.b_col_stride == 1 && cols == width) {  // width is kVecs vectors
+        for (int64_t v = 0; v < kVecs; ++v) hn::StoreU(hn::LoadU(d, row + v * n), d, dst + v * n);
         continue;
       }
       if (g.b_col_stride == 1) {
@@ -69,9 +78,18 @@ void PackB(const kernels::GemmBlockF64& g, int64_t p0, int64_t depth, int64_t wi
 // a[i0 + i][p0 + p] for i < rows, p < depth, as panels of kRows rows, zeros past the slab's last
 // row. A panel is two halves of kHalf rows, each depth steps of kHalf values: panel[p * kHalf +
 // i] holds row i and panel[(depth + p) * kHalf + i - kHalf] row i >= kHalf. Rows of a along
-// which it is contiguous are packed a vector of steps at a time, three rows interleaved.
+// which it is contiguous are packed a vector of steps at a time, kHalf rows interleaved.
 constexpr int64_t kHalf = kRows / 2;
-static_assert(kHalf == 3, "PackA interleaves three rows per half-panel");
+
+template <class... Rows>
+HWY_INLINE void StoreInterleavedHalf(D d, double* HWY_RESTRICT out, Rows... rows) {
+  if constexpr (sizeof...(Rows) == 3) {
+    hn::StoreInterleaved3(rows..., d, out);
+  } else {
+    static_assert(sizeof...(Rows) == 4, "half-panels of three or four rows");
+    hn::StoreInterleaved4(rows..., d, out);
+  }
+}
 
 void PackA(const kernels::GemmBlockF64& g, int64_t i0, int64_t rows, int64_t p0, int64_t depth,
            double* out) {
@@ -85,10 +103,18 @@ void PackA(const kernels::GemmBlockF64& g, int64_t i0, int64_t rows, int64_t p0,
       const int64_t rs = g.a_row_stride;
       for (; p + n <= depth; p += n) {
         const double* s = src + p;
-        hn::StoreInterleaved3(hn::LoadU(d, s), hn::LoadU(d, s + rs), hn::LoadU(d, s + 2 * rs), d,
-                              out + p * kHalf);
-        hn::StoreInterleaved3(hn::LoadU(d, s + 3 * rs), hn::LoadU(d, s + 4 * rs),
-                              hn::LoadU(d, s + 5 * rs), d, out + (depth + p) * kHalf);
+        const double* t = s + kHalf * rs;
+        if constexpr (kHalf == 3) {
+          StoreInterleavedHalf(d, out + p * kHalf, hn::LoadU(d, s), hn::LoadU(d, s + rs),
+                               hn::LoadU(d, s + 2 * rs));
+          StoreInterleavedHalf(d, out + (depth + p) * kHalf, hn::LoadU(d, t), hn::LoadU(d, t + rs),
+                               hn::LoadU(d, t + 2 * rs));
+        } else {
+          StoreInterleavedHalf(d, out + p * kHalf, hn::LoadU(d, s), hn::LoadU(d, s + rs),
+                               hn::LoadU(d, s + 2 * rs), hn::LoadU(d, s + 3 * rs));
+          StoreInterleavedHalf(d, out + (depth + p) * kHalf, hn::LoadU(d, t), hn::LoadU(d, t + rs),
+                               hn::LoadU(d, t + 2 * rs), hn::LoadU(d, t + 3 * rs));
+        }
       }
     }
     for (int64_t i = 0; i < kRows; ++i) {  // the steps left, and rows past the slab's end
@@ -115,89 +141,72 @@ struct Epilogue {
 using V = hn::Vec<D>;
 
 // One row of a full tile, straight from the registers: c's columns are contiguous.
-HWY_INLINE void StoreRow(D d, V s0, V s1, double* HWY_RESTRICT c, const Epilogue& e) {
+HWY_INLINE void StoreRow(D d, const V* s, double* HWY_RESTRICT c, const Epilogue& e) {
   const size_t n = hn::Lanes(d);
   const V alpha = hn::Set(d, e.alpha);
-  V v0 = hn::Mul(alpha, s0), v1 = hn::Mul(alpha, s1);
-  if (e.first) {
-    if (e.beta != 0) {
-      const V beta = hn::Set(d, e.beta);
-      v0 = hn::MulAdd(beta, hn::LoadU(d, c), v0);
-      v1 = hn::MulAdd(beta, hn::LoadU(d, c + n), v1);
+  HWY_UNROLL(4)
+  for (int64_t v = 0; v < kVecs; ++v) {
+    double* cv = c + v * n;
+    V r = hn::Mul(alpha, s[v]);
+    if (e.first) {
+      if (e.beta != 0) r = hn::MulAdd(hn::Set(d, e.beta), hn::LoadU(d, cv), r);
+      if (e.bias != nullptr) r = hn::Add(r, hn::LoadU(d, e.bias + v * n));
+    } else {
+      r = hn::Add(r, hn::LoadU(d, cv));
     }
-    if (e.bias != nullptr) {
-      v0 = hn::Add(v0, hn::LoadU(d, e.bias));
-      v1 = hn::Add(v1, hn::LoadU(d, e.bias + n));
-    }
-  } else {
-    v0 = hn::Add(v0, hn::LoadU(d, c));
-    v1 = hn::Add(v1, hn::LoadU(d, c + n));
+    hn::StoreU(r, d, cv);
   }
-  hn::StoreU(v0, d, c);
-  hn::StoreU(v1, d, c + n);
 }
 
-// The kRows x (2 vectors) tile of a_panel b_panel over `depth` steps. With `c` set (a full tile
+// The kRows x kVecs-vector tile of a_panel b_panel over `depth` steps. With `c` set (a full tile
 // whose columns are contiguous in c) the sums go to c through the epilogue; else into `tile`
-// (row-major, 2 * Lanes per row) for the caller's element-wise epilogue.
+// (row-major, kVecs * Lanes per row; always a valid buffer) for the caller's element-wise
+// epilogue. The loops over rows
+// and vectors are unrolled whole, so the accumulators live in registers.
 HWY_NOINLINE void Tile(int64_t depth, const double* HWY_RESTRICT a, const double* HWY_RESTRICT b,
                        double* HWY_RESTRICT tile, double* HWY_RESTRICT c, int64_t c_row_stride,
                        const Epilogue& e) {
   const D d;
   const size_t n = hn::Lanes(d);
-  V c00 = hn::Zero(d), c01 = hn::Zero(d), c10 = hn::Zero(d), c11 = hn::Zero(d);
-  V c20 = hn::Zero(d), c21 = hn::Zero(d), c30 = hn::Zero(d), c31 = hn::Zero(d);
-  V c40 = hn::Zero(d), c41 = hn::Zero(d), c50 = hn::Zero(d), c51 = hn::Zero(d);
-  const double* HWY_RESTRICT lo = a;                  // rows 0-2 (PackA's half-panels)
-  const double* HWY_RESTRICT hi = a + depth * kHalf;  // rows 3-5
+  V acc[kRows][kVecs];
+  HWY_UNROLL(8)
+  for (int64_t r = 0; r < kRows; ++r) {
+    HWY_UNROLL(4)
+    for (int64_t v = 0; v < kVecs; ++v) acc[r][v] = hn::Zero(d);
+  }
+  const double* HWY_RESTRICT lo = a;                  // rows 0 .. kHalf-1 (PackA's half-panels)
+  const double* HWY_RESTRICT hi = a + depth * kHalf;  // rows kHalf ..
   for (int64_t p = 0; p < depth; ++p) {
-    const V b0 = hn::LoadU(d, b);
-    const V b1 = hn::LoadU(d, b + n);
-    V x = hn::Set(d, lo[0]);
-    c00 = hn::MulAdd(x, b0, c00);
-    c01 = hn::MulAdd(x, b1, c01);
-    x = hn::Set(d, lo[1]);
-    c10 = hn::MulAdd(x, b0, c10);
-    c11 = hn::MulAdd(x, b1, c11);
-    x = hn::Set(d, lo[2]);
-    c20 = hn::MulAdd(x, b0, c20);
-    c21 = hn::MulAdd(x, b1, c21);
-    x = hn::Set(d, hi[0]);
-    c30 = hn::MulAdd(x, b0, c30);
-    c31 = hn::MulAdd(x, b1, c31);
-    x = hn::Set(d, hi[1]);
-    c40 = hn::MulAdd(x, b0, c40);
-    c41 = hn::MulAdd(x, b1, c41);
-    x = hn::Set(d, hi[2]);
-    c50 = hn::MulAdd(x, b0, c50);
-    c51 = hn::MulAdd(x, b1, c51);
+    V bv[kVecs];
+    HWY_UNROLL(4)
+    for (int64_t v = 0; v < kVecs; ++v) bv[v] = hn::LoadU(d, b + v * n);
+    HWY_UNROLL(8)
+    for (int64_t r = 0; r < kRows; ++r) {
+      const V x = hn::Set(d, r < kHalf ? lo[r] : hi[r - kHalf]);
+      HWY_UNROLL(4)
+      for (int64_t v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(x, bv[v], acc[r][v]);
+    }
     lo += kHalf;
     hi += kHalf;
-    b += 2 * n;
+    b += kVecs * n;
   }
   if (c != nullptr) {
-    StoreRow(d, c00, c01, c + 0 * c_row_stride, e);
-    StoreRow(d, c10, c11, c + 1 * c_row_stride, e);
-    StoreRow(d, c20, c21, c + 2 * c_row_stride, e);
-    StoreRow(d, c30, c31, c + 3 * c_row_stride, e);
-    StoreRow(d, c40, c41, c + 4 * c_row_stride, e);
-    StoreRow(d, c50, c51, c + 5 * c_row_stride, e);
+    HWY_UNROLL(8)
+    for (int64_t r = 0; r < kRows; ++r) StoreRow(d, acc[r], c + r * c_row_stride, e);
     return;
   }
-  const size_t w = 2 * n;
-  hn::StoreU(c00, d, tile + 0 * w), hn::StoreU(c01, d, tile + 0 * w + n);
-  hn::StoreU(c10, d, tile + 1 * w), hn::StoreU(c11, d, tile + 1 * w + n);
-  hn::StoreU(c20, d, tile + 2 * w), hn::StoreU(c21, d, tile + 2 * w + n);
-  hn::StoreU(c30, d, tile + 3 * w), hn::StoreU(c31, d, tile + 3 * w + n);
-  hn::StoreU(c40, d, tile + 4 * w), hn::StoreU(c41, d, tile + 4 * w + n);
-  hn::StoreU(c50, d, tile + 5 * w), hn::StoreU(c51, d, tile + 5 * w + n);
+  HWY_UNROLL(8)
+  for (int64_t r = 0; r < kRows; ++r) {
+    HWY_UNROLL(4)
+    for (int64_t v = 0; v < kVecs; ++v) hn::StoreU(acc[r][v], d, tile + (r * kVecs + v) * n);
+  }
 }
 
 }  // namespace
 
 void GemmF64Block(const kernels::GemmBlockF64& g) {
   const D d;
-  const int64_t width = 2 * static_cast<int64_t>(hn::Lanes(d));
+  const int64_t width = kVecs * static_cast<int64_t>(hn::Lanes(d));
   const int64_t col_panels = (g.n + width - 1) / width;
   Panels& buf = panels();
   const int64_t depth_max = std::min(kDepth, g.k);
@@ -227,7 +236,7 @@ void GemmF64Block(const kernels::GemmBlockF64& g) {
           const int64_t live = std::min(kRows, rows - r0);
           double* c = g.c + (i0 + r0) * g.c_row_stride + j0 * g.c_col_stride;
           if (live == kRows && cols == width && g.c_col_stride == 1) {
-            Tile(depth, buf.a.data() + r0 * depth, b_panel, nullptr, c, g.c_row_stride, e);
+            Tile(depth, buf.a.data() + r0 * depth, b_panel, tile, c, g.c_row_stride, e);
             continue;
           }
           Tile(depth, buf.a.data() + r0 * depth, b_panel, tile, nullptr, 0, e);

@@ -141,7 +141,7 @@ LongDoubleProduct long_double_product(const Tensor& out, const Tensor& a, const 
   return r;
 }
 
-// Shapes across every boundary of the kernel: register tiles (6 rows, two vectors of columns),
+// Shapes across every boundary of the kernel: register tiles (6 x 2 or 8 x 3 vectors),
 // slabs of a, the k slices (kDepth 128) and the caller's blocks (kGemmBlockCols columns, rows
 // split by the thread count), then random ones; every layout of gemm_operand, alpha, beta (0
 // with NaN in out) and a bias. Two threads give the same bits as one: the rows split
@@ -153,13 +153,10 @@ TEST(NnGemm, Float64KernelMatchesALongDoubleProductOnEveryTarget) {
   struct Shape {
     int64_t b, m, k, n;
   };
-  std::vector<Shape> shapes = {
-      {1, 1, 1, 1},
-      {1, 6, 256, 16},
-      {1, 7, 257, 17},
-      {2, 24 * kernels::kGemmTileRows + 5, 520, kernels::kGemmBlockCols + 9},
-      {1, 50 * kernels::kGemmTileRows + 1, 130, 40},
-      {1, 75, 3, 300}};
+  std::vector<Shape> shapes = {{1, 1, 1, 1},      {1, 6, 256, 16},
+                               {1, 8, 256, 24},   {1, 9, 257, 25},
+                               {1, 7, 257, 17},   {2, 149, 520, kernels::kGemmBlockCols + 9},
+                               {1, 301, 130, 40}, {1, 75, 3, 300}};
   for (int i = 0; i < 8; ++i) {
     shapes.push_back({1 + static_cast<int64_t>(rng() % 2), 1 + static_cast<int64_t>(rng() % 160),
                       1 + static_cast<int64_t>(rng() % 300),
