@@ -25,6 +25,7 @@ namespace ferry {
 namespace {
 
 thread_local bool t_in_region = false;
+thread_local int t_thread_cap = detail::kMaxThreads;  // ThreadCapGuard's
 
 }  // namespace
 
@@ -255,11 +256,21 @@ void set_num_threads(int n) {
 
 bool in_parallel_region() { return t_in_region; }
 
+int region_threads() { return t_in_region ? 1 : std::min(get_num_threads(), t_thread_cap); }
+
+ThreadCapGuard::ThreadCapGuard(int max_threads) : saved_(t_thread_cap) {
+  FERRY_CHECK(max_threads >= 1, "ThreadCapGuard: expected at least 1 thread, but got ",
+              max_threads);
+  t_thread_cap = std::min(t_thread_cap, max_threads);
+}
+
+ThreadCapGuard::~ThreadCapGuard() { t_thread_cap = saved_; }
+
 int parallel_chunks(int64_t range, int64_t grain_size) {
   if (range <= 0 || t_in_region) return 1;
   const int64_t by_grain =
       (range + std::max<int64_t>(grain_size, 1) - 1) / std::max<int64_t>(grain_size, 1);
-  return static_cast<int>(std::clamp<int64_t>(by_grain, 1, get_num_threads()));
+  return static_cast<int>(std::clamp<int64_t>(by_grain, 1, region_threads()));
 }
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain_size,

@@ -22,6 +22,24 @@ void set_num_threads(int n);
 // True on a thread that is running a chunk of a parallel region.
 bool in_parallel_region();
 
+// Threads a parallel region started on this thread may use now: get_num_threads(), at most the
+// cap of a ThreadCapGuard alive on this thread, and 1 inside a parallel region.
+int region_threads();
+
+// Caps the threads of the parallel regions this thread starts while the guard lives (a nested
+// guard can only lower the cap): for work that must leave CPUs to threads outside the pool, such
+// as a staged copy's pack beside a sim link, whose copies run on a host thread of their own.
+class ThreadCapGuard {
+ public:
+  explicit ThreadCapGuard(int max_threads);
+  ~ThreadCapGuard();
+  ThreadCapGuard(const ThreadCapGuard&) = delete;
+  ThreadCapGuard& operator=(const ThreadCapGuard&) = delete;
+
+ private:
+  int saved_;
+};
+
 // Calls fn(chunk_begin, chunk_end) over [begin, end) in chunks of at least `grain_size`.
 void parallel_for(int64_t begin, int64_t end, int64_t grain_size,
                   const std::function<void(int64_t, int64_t)>& fn);

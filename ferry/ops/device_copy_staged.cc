@@ -11,6 +11,7 @@
 // the step of one piece overlapping the move of the next: on the calling thread through pinned
 // blocks for host work on pageable memory, else on a side stream whose work the moves and the
 // current stream wait for through events, never the host.
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "ferry/device/runtime.h"
 #include "ferry/device/stream.h"
 #include "ferry/iter/copy_stub.h"
+#include "ferry/iter/parallel.h"
 #include "ferry/memory/pinned_allocator.h"
 #include "ferry/ops/copy.h"
 #include "ferry/ops/device_copy.h"
@@ -87,6 +89,11 @@ class PieceCopy {
     }
     const Device move_device = plan.src_device.is_cpu() ? plan.dst_device : plan.src_device;
     move_stream_ = current_stream(move_device);
+    // Where host threads do the moves (the sim), the calling thread's steps leave them a CPU:
+    // with the whole pool the two only contend (docs/device_copy.md, "In pieces").
+    if (!side_ && get_backend(move_device.type()).runs_on_host_cpus()) {
+      step_threads_ = std::max(1, get_num_threads() - 1);
+    }
     if (!temp_device_.is_cpu()) whole_temp_ = temporary(moved_src_.sizes());
   }
 
@@ -138,6 +145,7 @@ class PieceCopy {
   // now on the calling thread.
   void step(const Tensor& to, const Tensor& from) const {
     if (!side_) {
+      const ThreadCapGuard cap(step_threads_);
       Steps(Stream(), /*ordered=*/false).run(to, from);
       return;
     }
@@ -235,6 +243,7 @@ class PieceCopy {
   std::optional<Stream> side_;
   std::optional<Stream> owner_;
   Stream move_stream_;
+  int step_threads_ = detail::kMaxThreads;  // the calling thread's steps: at most this many
 };
 
 }  // namespace

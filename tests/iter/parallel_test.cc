@@ -1,5 +1,5 @@
 // parallel_for: coverage of the range, chunking by grain size, nesting, concurrency from several
-// caller threads, exceptions, and set_num_threads.
+// caller threads, exceptions, set_num_threads and ThreadCapGuard.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -57,6 +57,36 @@ TEST_F(ThreadCount, NestedRegionsRunInline) {
   });
   EXPECT_EQ(total.load(), 400);
   EXPECT_FALSE(in_parallel_region());
+}
+
+// A ThreadCapGuard lowers the chunks of regions started on its own thread only, nests by taking
+// the smaller cap, and ends with its scope; a cap below 1 is refused.
+TEST_F(ThreadCount, ThreadCapGuardCapsRegionsOnItsThread) {
+  set_num_threads(3);
+  EXPECT_EQ(region_threads(), 3);
+  {
+    const ThreadCapGuard cap(2);
+    EXPECT_EQ(region_threads(), 2);
+    EXPECT_EQ(parallel_chunks(100, 1), 2);
+    {
+      const ThreadCapGuard looser(5);  // cannot raise it
+      EXPECT_EQ(parallel_chunks(100, 1), 2);
+      const ThreadCapGuard tighter(1);
+      EXPECT_EQ(parallel_chunks(100, 1), 1);
+      std::atomic<int> calls{0};
+      parallel_for(0, 100, 1, [&](int64_t lo, int64_t hi) {
+        EXPECT_EQ(hi - lo, 100);  // one chunk, inline
+        ++calls;
+      });
+      EXPECT_EQ(calls.load(), 1);
+    }
+    EXPECT_EQ(parallel_chunks(100, 1), 2);
+    int other = 0;
+    std::thread([&] { other = parallel_chunks(100, 1); }).join();
+    EXPECT_EQ(other, 3);  // another thread is not capped
+  }
+  EXPECT_EQ(parallel_chunks(100, 1), 3);
+  EXPECT_THROW(ThreadCapGuard(0), Error);
 }
 
 TEST_F(ThreadCount, ManyCallersAtOnce) {

@@ -176,12 +176,13 @@ CopyPlan plan_copy(const CopyProblem& p) {
     }
   }
 
-  // Threads: enough bytes for each to amortize waking it; never from inside a parallel region.
+  // Threads: enough bytes for each to amortize waking it; at most region_threads() (1 inside a
+  // parallel region, a ThreadCapGuard's cap under one).
   const int64_t traffic =
       numel * (dst_size + (plan.kind == CopyKernelKind::Broadcast ? 0 : src_size));
-  if (traffic >= 2 * tuning::kMinBytesPerThread && !in_parallel_region()) {
-    plan.threads = static_cast<int>(
-        std::min<int64_t>(get_num_threads(), traffic / tuning::kMinBytesPerThread));
+  if (traffic >= 2 * tuning::kMinBytesPerThread) {
+    plan.threads =
+        static_cast<int>(std::min<int64_t>(region_threads(), traffic / tuning::kMinBytesPerThread));
   }
   // Store mode: streaming stores for a contiguous output once each thread's part of it is past
   // the threshold of the way the kernel writes (copy_tuning.h). conj/neg are applied in place

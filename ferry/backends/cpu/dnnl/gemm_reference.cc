@@ -93,7 +93,7 @@ void gemm_f64_batches(const kernels::GemmBlockF64& g, int64_t batches, int64_t a
   using kernels::kGemmTileRows;
   if (batches <= 0 || g.m <= 0 || g.n <= 0) return;
   const int64_t col_blocks = (g.n + kGemmBlockCols - 1) / kGemmBlockCols;
-  const int threads = in_parallel_region() ? 1 : get_num_threads();
+  const int threads = region_threads();
   const int64_t splits = gemm_f64_row_blocks(batches * col_blocks, g.m, threads);
   const int64_t block_rows =
       ((g.m + splits - 1) / splits + kGemmTileRows - 1) / kGemmTileRows * kGemmTileRows;
