@@ -6,43 +6,9 @@
 #include <cstdlib>
 
 #include "bench/copy_bench.h"
+#include "bench/torch_dtype.h"
 
 namespace ferry::bench {
-namespace {
-
-torch::Dtype torch_dtype(ScalarType t) {
-  switch (t) {
-    case kBool:
-      return torch::kBool;
-    case kUInt8:
-      return torch::kUInt8;
-    case kInt8:
-      return torch::kInt8;
-    case kInt16:
-      return torch::kInt16;
-    case kInt32:
-      return torch::kInt32;
-    case kInt64:
-      return torch::kInt64;
-    case kFloat16:
-      return torch::kFloat16;
-    case kBFloat16:
-      return torch::kBFloat16;
-    case kFloat32:
-      return torch::kFloat32;
-    case kFloat64:
-      return torch::kFloat64;
-    case kComplex64:
-      return torch::kComplexFloat;
-    case kComplex128:
-      return torch::kComplexDouble;
-    default:
-      break;
-  }
-  std::abort();  // float8 has no PyTorch 1.13 dtype; no case uses it
-}
-
-}  // namespace
 
 Op make_torch_op(const Spec& s) {
   torch::NoGradGuard no_grad;

@@ -6,28 +6,13 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
-#include <string>
 #include <vector>
 
 #include "bench/ops_bench.h"
+#include "bench/torch_dtype.h"
 
 namespace ferry::bench {
 namespace {
-
-torch::Dtype torch_dtype(ScalarType dtype) {
-  switch (dtype) {
-    case kFloat32:
-      return torch::kFloat32;
-    case kFloat64:
-      return torch::kFloat64;
-    case kBFloat16:
-      return torch::kBFloat16;
-    default:
-      break;
-  }
-  throw DTypeError("bench-ops: expected a float32, float64 or bfloat16 case, got " +
-                   std::string(scalar_type_name(dtype)));
-}
 
 torch::Tensor randn_in(std::vector<int64_t> sizes, ScalarType dtype, bool channels_last = false) {
   torch::Tensor x = torch::randn(sizes).to(torch_dtype(dtype));
