@@ -1,11 +1,11 @@
 // gemm_f64_block (gemm_f64.h), compiled once per SIMD target. The block's k is walked in slices of
-// kDepth; each slice packs b into panels of two vectors of columns and a into panels of kRows rows
-// (two interleaved halves of three), both zero-padded to whole panels, and a kernel keeps a kRows x
-// (2 vectors) tile of c in twelve vector registers while it runs down the slice: per step, two
-// vector loads of b, kRows broadcasts of a and 2 x kRows fused multiply-adds. The first slice
-// writes c (with beta and the bias), the others add to it, so no buffer of c is kept; a full tile
-// over contiguous columns of c is written from the registers, any other through a small buffer,
-// element by element.
+// kDepth; each slice packs b into panels of kVecs vectors of columns and a into panels of kRows
+// rows (two interleaved halves), both zero-padded to whole panels, and a kernel keeps a kRows x
+// kVecs-vector tile of c in registers while it runs down the slice (8 x 3 on AVX-512, 6 x 2
+// elsewhere): per step, kVecs vector loads of b, kRows broadcasts of a and kRows x kVecs fused
+// multiply-adds. The first slice writes c (with beta and the bias), the others add to it, so no
+// buffer of c is kept; a full tile over contiguous columns of c is written from the registers,
+// any other through a small buffer, element by element.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ferry/backends/cpu/gemm_f64_kernels.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -81,15 +81,7 @@ void PackB(const kernels::GemmBlockF64& g, int64_t p0, int64_t depth, int64_t wi
 // which it is contiguous are packed a vector of steps at a time, kHalf rows interleaved.
 constexpr int64_t kHalf = kRows / 2;
 
-template <class... Rows>
-HWY_INLINE void StoreInterleavedHalf(D d, double* HWY_RESTRICT out, Rows... rows) {
-  if constexpr (sizeof...(Rows) == 3) {
-    hn::StoreInterleaved3(rows..., d, out);
-  } else {
-    static_assert(sizeof...(Rows) == 4, "half-panels of three or four rows");
-    hn::StoreInterleaved4(rows..., d, out);
-  }
-}
+static_assert(kHalf == 3 || kHalf == 4, "half-panels of three or four rows");
 
 void PackA(const kernels::GemmBlockF64& g, int64_t i0, int64_t rows, int64_t p0, int64_t depth,
            double* out) {
@@ -105,15 +97,15 @@ void PackA(const kernels::GemmBlockF64& g, int64_t i0, int64_t rows, int64_t p0,
         const double* s = src + p;
         const double* t = s + kHalf * rs;
         if constexpr (kHalf == 3) {
-          StoreInterleavedHalf(d, out + p * kHalf, hn::LoadU(d, s), hn::LoadU(d, s + rs),
-                               hn::LoadU(d, s + 2 * rs));
-          StoreInterleavedHalf(d, out + (depth + p) * kHalf, hn::LoadU(d, t), hn::LoadU(d, t + rs),
-                               hn::LoadU(d, t + 2 * rs));
+          hn::StoreInterleaved3(hn::LoadU(d, s), hn::LoadU(d, s + rs), hn::LoadU(d, s + 2 * rs), d,
+                                out + p * kHalf);
+          hn::StoreInterleaved3(hn::LoadU(d, t), hn::LoadU(d, t + rs), hn::LoadU(d, t + 2 * rs), d,
+                                out + (depth + p) * kHalf);
         } else {
-          StoreInterleavedHalf(d, out + p * kHalf, hn::LoadU(d, s), hn::LoadU(d, s + rs),
-                               hn::LoadU(d, s + 2 * rs), hn::LoadU(d, s + 3 * rs));
-          StoreInterleavedHalf(d, out + (depth + p) * kHalf, hn::LoadU(d, t), hn::LoadU(d, t + rs),
-                               hn::LoadU(d, t + 2 * rs), hn::LoadU(d, t + 3 * rs));
+          hn::StoreInterleaved4(hn::LoadU(d, s), hn::LoadU(d, s + rs), hn::LoadU(d, s + 2 * rs),
+                                hn::LoadU(d, s + 3 * rs), d, out + p * kHalf);
+          hn::StoreInterleaved4(hn::LoadU(d, t), hn::LoadU(d, t + rs), hn::LoadU(d, t + 2 * rs),
+                                hn::LoadU(d, t + 3 * rs), d, out + (depth + p) * kHalf);
         }
       }
     }
@@ -161,8 +153,8 @@ HWY_INLINE void StoreRow(D d, const V* s, double* HWY_RESTRICT c, const Epilogue
 // The kRows x kVecs-vector tile of a_panel b_panel over `depth` steps. With `c` set (a full tile
 // whose columns are contiguous in c) the sums go to c through the epilogue; else into `tile`
 // (row-major, kVecs * Lanes per row; always a valid buffer) for the caller's element-wise
-// epilogue. The loops over rows
-// and vectors are unrolled whole, so the accumulators live in registers.
+// epilogue. The loops over rows and vectors are unrolled whole, so the accumulators live in
+// registers.
 HWY_NOINLINE void Tile(int64_t depth, const double* HWY_RESTRICT a, const double* HWY_RESTRICT b,
                        double* HWY_RESTRICT tile, double* HWY_RESTRICT c, int64_t c_row_stride,
                        const Epilogue& e) {
