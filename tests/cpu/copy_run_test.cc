@@ -307,18 +307,22 @@ TEST_F(CopyRun, NarrowGathersMatchTheOracle) {
 
 // Runs along dim 0 gathered from src tuples of 2-4 elements along another dim k (NHWC -> NCHW
 // with a few channels, k = 1; pixel unshuffle, k = 2 under a dim of rows: Note [narrow scatters]
-// in copy_run.cc), every element size, tuple sizes around the kernel's, runs of 28 pixels (a
-// vector tail in halves) and of 2500 (two whole chunks and a partial one), into packed and padded
-// dst rows, split 1 to 3 ways, with ordinary and streaming stores.
+// in copy_run.cc), every element size, tuple sizes around the kernel's, runs of 5 pixels (less
+// than a vector), 17 and 28 (a last vector overlapping the one before) and 2500 (two whole chunks
+// and a partial one), 3 rows or 40 (each plane's rows one run of whole lines to stream, over
+// several of the kernel's buffers), into packed and padded dst rows, split 1 to 3 ways, with
+// ordinary and streaming stores.
 TEST_F(CopyRun, NarrowScattersMatchTheOracle) {
   SCOPED_TRACE(ferry::testing::seed_trace());
   auto rng = ferry::testing::test_rng();
   for (ScalarType t : {kUInt8, kInt16, kFloat32, kFloat64, kComplex128}) {
     const auto e = static_cast<int64_t>(element_size(t));
     for (int64_t planes = 1; planes <= 5; ++planes) {
-      for (int64_t pixels : {28, 2500}) {
-        for (int k : {1, 2}) {
-          const int64_t pad = rng() % 2, rows = 3, outer = 2;
+      for (int64_t pixels : {5, 17, 28, 2500}) {
+        for (int k : {1, 2, 3}) {
+          // k = 3: dim 2 of 40 rows, dim 1 of 3 (k = 2's layout with 40 rows).
+          const int64_t pad = rng() % 2, rows = k == 3 ? 40 : 3, outer = 2;
+          if (k == 3 && pixels > 28) continue;
           CopyProblem p;
           const int64_t tuple = planes * e, row = pixels * tuple;
           if (k == 1) {
@@ -331,8 +335,15 @@ TEST_F(CopyRun, NarrowScattersMatchTheOracle) {
             p.dst_strides = {e, (pixels + pad) * e, rows * (pixels + pad) * e,
                              planes * rows * (pixels + pad) * e};
           }
+          if (k == 3) {  // the planes' rows of 40 along dim 1, a dim of 3 above them
+            p.sizes = {pixels, rows, 3, planes, outer};
+            p.src_strides = {tuple, 3 * row, row, e, 3 * rows * row};
+            p.dst_strides = {e, (pixels + pad) * e, rows * (pixels + pad) * e,
+                             3 * rows * (pixels + pad) * e, 3 * planes * rows * (pixels + pad) * e};
+          }
           p.dst_dtype = p.src_dtype = t;
-          // Streaming at 2 threads: rows of 2500 pixels stream, rows of 28 do not.
+          // Streaming at 2 threads: rows of 2500 pixels stream, and so do 40 rows that are one
+          // run of 1 KiB or more in each plane; other rows do not.
           const auto dst_bytes = static_cast<size_t>(p.numel() / pixels * (pixels + pad) * e);
           expect_runs_match_the_oracle(rng, p, dst_bytes,
                                        [](const CopyProblem& q) { return plan_copy(q); });

@@ -343,8 +343,21 @@ HWY_INLINE void PlanesRun(D d, bool to_packed, Byte* packed, Byte* planes, int64
       DeinterleaveVec<kPlanes>(d, tuple, planes + i * kSize, stride);
     }
   }
+  if (i < n && i >= lanes) {
+    // The tail as one more vector ending at the row's end, overlapping the last one: the
+    // overlapped elements are stored twice with the same values (src and dst never overlap
+    // here: copy_ stages partly overlapping operands). A row of 28 float32: 16 + 16 lanes.
+    const size_t last = n - lanes;
+    Byte* tuple = packed + last * kPlanes * kSize;
+    if (to_packed) {
+      InterleaveVec<kPlanes>(d, planes + last * kSize, stride, tuple);
+    } else {
+      DeinterleaveVec<kPlanes>(d, tuple, planes + last * kSize, stride);
+    }
+    return;
+  }
   if constexpr (hn::MaxLanes(D()) > 4) {
-    // The tail in vectors half as wide (rows of 28 float32: 16, 8, then 4 lanes).
+    // Rows shorter than a vector in vectors half as wide.
     if (i < n) {
       PlanesRun<kPlanes>(hn::Half<D>(), to_packed, packed + i * kPlanes * kSize, planes + i * kSize,
                          stride, n - i);
@@ -390,8 +403,8 @@ constexpr size_t kStreamMinRowBytes = 1024;
 // packed row of n tuples at `packed`. to_packed: packed[k * planes + c] = row c's element k;
 // otherwise the reverse; with streaming stores when `stream`. False when not vectorized (one
 // lane, other sizes).
-bool MovePlanes(size_t elem_size, int planes, bool to_packed, void* packed_v, void* rows_v,
-                int64_t stride, int64_t count, bool stream) {
+bool MovePlanesRow(size_t elem_size, int planes, bool to_packed, void* packed_v, void* rows_v,
+                   int64_t stride, int64_t count, bool stream) {
 #if HWY_TARGET == HWY_SCALAR
   (void)elem_size, (void)planes, (void)to_packed, (void)packed_v, (void)rows_v, (void)stride,
       (void)count, (void)stream;
@@ -415,8 +428,8 @@ bool MovePlanes(size_t elem_size, int planes, bool to_packed, void* packed_v, vo
     const size_t per_piece = kBufferBytes / tuple;
     for (size_t i = 0; i < n; i += per_piece) {
       const size_t m = std::min(per_piece, n - i);
-      if (!MovePlanes(elem_size, planes, true, buffer, rows + i * elem_size, stride,
-                      static_cast<int64_t>(m), false)) {
+      if (!MovePlanesRow(elem_size, planes, true, buffer, rows + i * elem_size, stride,
+                         static_cast<int64_t>(m), false)) {
         return false;
       }
       CopyStream(packed + i * tuple, buffer, m * tuple);
@@ -431,8 +444,8 @@ bool MovePlanes(size_t elem_size, int planes, bool to_packed, void* packed_v, vo
     const auto piece_stride = static_cast<int64_t>(per_piece * elem_size);
     for (size_t i = 0; i < n; i += per_piece) {
       const size_t m = std::min(per_piece, n - i);
-      if (!MovePlanes(elem_size, planes, false, packed + i * tuple, buffer, piece_stride,
-                      static_cast<int64_t>(m), false)) {
+      if (!MovePlanesRow(elem_size, planes, false, packed + i * tuple, buffer, piece_stride,
+                         static_cast<int64_t>(m), false)) {
         return false;
       }
       for (int c = 0; c < planes; ++c) {
@@ -455,6 +468,48 @@ bool MovePlanes(size_t elem_size, int planes, bool to_packed, void* packed_v, vo
       return false;
   }
 #endif
+}
+
+// `nrows` rows of MovePlanesRow: row r's packed tuples at packed + r * packed_row_stride, its
+// plane rows at rows + r * row_stride (the planes still `stride` apart). When the plane rows
+// follow each other (row_stride = n elements: pixel unshuffle's rows of 28 pixels) and the
+// rows are split into planes (to_packed false), a plane's rows are one run: split a piece of
+// rows into an L1 buffer, then stream each plane's run, so that rows too short to stream alone
+// (112 bytes) are still written as whole lines without being read first.
+bool MovePlanes(size_t elem_size, int planes, bool to_packed, void* packed_v,
+                int64_t packed_row_stride, void* rows_v, int64_t stride, int64_t row_stride,
+                int64_t count, int64_t nrows, bool stream) {
+  auto* packed = static_cast<Byte*>(packed_v);
+  auto* rows = static_cast<Byte*>(rows_v);
+  const auto row_bytes = static_cast<int64_t>(elem_size) * count;
+  constexpr int64_t kBufferBytes = 8192;
+  const int64_t per_piece = row_bytes * planes > 0 ? kBufferBytes / (row_bytes * planes) : 0;
+  if (stream && !to_packed && nrows > 1 && row_stride == row_bytes && per_piece >= 1 &&
+      row_bytes * nrows >= static_cast<int64_t>(kStreamMinRowBytes)) {
+    alignas(64) Byte buffer[kBufferBytes];
+    for (int64_t r0 = 0; r0 < nrows; r0 += per_piece) {
+      const int64_t m = std::min(per_piece, nrows - r0);
+      for (int64_t r = 0; r < m; ++r) {
+        if (!MovePlanesRow(elem_size, planes, false, packed + (r0 + r) * packed_row_stride,
+                           buffer + r * row_bytes, m * row_bytes, count, false)) {
+          return false;
+        }
+      }
+      for (int c = 0; c < planes; ++c) {
+        CopyStream(rows + c * stride + r0 * row_bytes, buffer + c * m * row_bytes,
+                   static_cast<size_t>(m * row_bytes));
+      }
+    }
+    return true;
+  }
+  for (int64_t r = 0; r < nrows; ++r) {
+    // Whether a row is vectorized depends only on the sizes: a refusal comes at row 0.
+    if (!MovePlanesRow(elem_size, planes, to_packed, packed + r * packed_row_stride,
+                       rows + r * row_stride, stride, count, stream)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
@@ -509,14 +564,21 @@ bool gather_stride2_simd(size_t elem_size, void* dst, const void* src, int64_t n
 
 bool interleave_planes(size_t elem_size, int planes, void* dst, const void* src, int64_t stride,
                        int64_t n, bool stream) {
-  return FERRY_DISPATCH(MovePlanes)(elem_size, planes, true, dst, const_cast<void*>(src), stride, n,
-                                    stream);
+  return FERRY_DISPATCH(MovePlanes)(elem_size, planes, true, dst, 0, const_cast<void*>(src), stride,
+                                    0, n, 1, stream);
 }
 
 bool deinterleave_planes(size_t elem_size, int planes, void* dst, int64_t stride, const void* src,
                          int64_t n, bool stream) {
-  return FERRY_DISPATCH(MovePlanes)(elem_size, planes, false, const_cast<void*>(src), dst, stride,
-                                    n, stream);
+  return FERRY_DISPATCH(MovePlanes)(elem_size, planes, false, const_cast<void*>(src), 0, dst,
+                                    stride, 0, n, 1, stream);
+}
+
+bool deinterleave_plane_rows(size_t elem_size, int planes, void* dst, int64_t stride,
+                             int64_t dst_row_stride, const void* src, int64_t src_row_stride,
+                             int64_t n, int64_t rows, bool stream) {
+  return FERRY_DISPATCH(MovePlanes)(elem_size, planes, false, const_cast<void*>(src),
+                                    src_row_stride, dst, stride, dst_row_stride, n, rows, stream);
 }
 
 // The variant FERRY_DISPATCH calls names itself: what plans and `ferry explain` show is what runs.

@@ -68,6 +68,12 @@ bool interleave_planes(size_t elem_size, int planes, void* dst, const void* src,
                        int64_t n, bool stream);
 bool deinterleave_planes(size_t elem_size, int planes, void* dst, int64_t stride, const void* src,
                          int64_t n, bool stream);
+// `rows` rows of deinterleave_planes: row r from src + r * src_row_stride into the planes at
+// dst + r * dst_row_stride. When dst_row_stride is n elements (each plane's rows one run),
+// streaming goes by whole plane runs, however short the rows.
+bool deinterleave_plane_rows(size_t elem_size, int planes, void* dst, int64_t stride,
+                             int64_t dst_row_stride, const void* src, int64_t src_row_stride,
+                             int64_t n, int64_t rows, bool stream);
 
 // --- Transposes ------------------------------------------------------------------------------
 // A rectangle of `rows` x `cols` elements: element (i, j) is read at src + i * src_row_stride +

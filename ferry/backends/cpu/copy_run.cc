@@ -312,9 +312,54 @@ int narrow_scatter_dim(const CopyProblem& p, ConjNeg flags) {
   return 0;
 }
 
+// The dim whose rows a narrow scatter over tuple dim k hands to the kernel together, or 0 for
+// row by row: the first dim other than 0 and k, when dim 0 fits one unit. Pixel unshuffle's
+// rows of 28 pixels go 28 at a time, so each plane's 28 rows (3136 bytes, one run in dst)
+// stream as whole lines, and the kernel is called once per block rather than per row.
+int narrow_scatter_row_dim(const CopyProblem& p, int k) {
+  if (p.sizes[0] > kNarrowCols) return 0;
+  for (int d = 1; d < p.ndim(); ++d) {
+    if (d != k) return d;
+  }
+  return 0;
+}
+
+// Units of a narrow scatter over tuple dim k: blocks of rows along dim r when r > 0, else
+// kNarrowCols pixels of dim 0; times the index over the other dims.
+int64_t narrow_scatter_units(const CopyProblem& p, int k, int r) {
+  const int64_t per_outer = r > 0 ? p.sizes[0] * p.sizes[r] : p.sizes[0];
+  const int64_t chunks = r > 0 ? 1 : (p.sizes[0] + kNarrowCols - 1) / kNarrowCols;
+  return p.numel() / per_outer / p.sizes[k] * chunks;
+}
+
+// Units [lo, hi) of a narrow scatter over tuple dim k with row dim r > 0: each unit's sizes[r]
+// rows of sizes[0] tuples in one kernel call.
+void run_narrow_scatter_rows(const CopyProblem& p, int k, int r, bool stream, int64_t lo,
+                             int64_t hi) {
+  const auto elem = element_size(p.dst_dtype);
+  const auto planes = static_cast<int>(p.sizes[k]);
+  for (int64_t u = lo; u < hi; ++u) {
+    char* dst = p.dst;
+    const char* src = p.src;
+    seek_outer(p, u, k, r, dst, src);
+    if (kernels::deinterleave_plane_rows(elem, planes, dst, p.dst_strides[k], p.dst_strides[r], src,
+                                         p.src_strides[r], p.sizes[0], p.sizes[r], stream)) {
+      continue;
+    }
+    for (int64_t i = 0; i < p.sizes[r]; ++i) {
+      for (int c = 0; c < planes; ++c) {
+        kernels::strided_run(p.dst_dtype, p.src_dtype,
+                             dst + i * p.dst_strides[r] + c * p.dst_strides[k], p.dst_strides[0],
+                             src + i * p.src_strides[r] + c * p.src_strides[k], p.src_strides[0],
+                             p.sizes[0], {});
+      }
+    }
+  }
+}
+
 // Units [lo, hi) of a narrow scatter over tuple dim k: (kNarrowCols pixels of dim 0, index over
 // the dims other than 0 and k), pixels fastest. The odometer steps rather than dividing per
-// unit: pixel unshuffle's units are rows of 28 pixels.
+// unit.
 void run_narrow_scatter(const CopyProblem& p, int k, bool stream, int64_t lo, int64_t hi) {
   const auto elem = element_size(p.dst_dtype);
   const int64_t chunks = (p.sizes[0] + kNarrowCols - 1) / kNarrowCols;
@@ -580,8 +625,12 @@ std::string describe_walk(const CopyProblem& p, const CopyPlan& plan) {
              " planes interleaved into packed tuples (SIMD)";
     case CopyWalk::kNarrowScatter: {
       const int k = narrow_scatter_dim(p, kernels::effective_conj_neg(p.dst_dtype, p.conj, p.neg));
+      const int r = narrow_scatter_row_dim(p, k);
       return "narrow scatter: tuples of " + std::to_string(p.sizes[k]) + " along dim " +
-             std::to_string(k) + " deinterleaved into planes (SIMD)";
+             std::to_string(k) + " deinterleaved into planes (SIMD)" +
+             (r > 0 ? ", " + std::to_string(p.sizes[r]) + " rows of dim " + std::to_string(r) +
+                          " per call"
+                    : "");
     }
     case CopyWalk::kRows:
       break;
@@ -638,10 +687,13 @@ void run_copy(const CopyProblem& p, const CopyPlan& plan) {
     }
     case CopyWalk::kNarrowScatter: {
       const int k = narrow_scatter_dim(p, flags);
-      const int64_t units =
-          numel / p.sizes[0] / p.sizes[k] * ((p.sizes[0] + kNarrowCols - 1) / kNarrowCols);
-      split(plan.threads, units, [&](int64_t lo, int64_t hi) {
-        run_narrow_scatter(p, k, stream, lo, hi);
+      const int r = narrow_scatter_row_dim(p, k);
+      split(plan.threads, narrow_scatter_units(p, k, r), [&](int64_t lo, int64_t hi) {
+        if (r > 0) {
+          run_narrow_scatter_rows(p, k, r, stream, lo, hi);
+        } else {
+          run_narrow_scatter(p, k, stream, lo, hi);
+        }
         if (stream) kernels::stream_fence();  // Note [streaming stores]
       });
       return;
