@@ -100,6 +100,11 @@ std::vector<Spec> copy_cases(bool quick) {
   c.push_back(permuted("f32", {quick ? 8 : 32, 16, 16, 32, 32}, {4, 3, 2, 1, 0}));
   c.push_back(permuted("f32_pixel_unshuffle", {batch, 64, 2, 2, 28, 28}, {0, 1, 3, 5, 2, 4}));
   c.push_back(permuted("f32", {16, 8, 16, quick ? 2 : 8, 16, 16}, {3, 0, 5, 1, 4, 2}));
+  // The same permutations of narrower elements: each block then writes a dst row less than a
+  // line (Note [transpose outer order] in copy_run.cc).
+  c.push_back(permuted("u8", {quick ? 8 : 32, 16, 16, 32, 32}, {4, 3, 2, 1, 0}, kUInt8));
+  c.push_back(permuted("bf16", {quick ? 8 : 32, 16, 16, 32, 32}, {4, 3, 2, 1, 0}, kBFloat16));
+  c.push_back(permuted("u8", {16, 8, 16, quick ? 2 : 8, 16, 16}, {3, 0, 5, 1, 4, 2}, kUInt8));
   c.push_back(make("broadcast_col_f32_" + side, Layout::ExpandCol, {n, n}, kFloat32, kFloat32));
   c.push_back(make("slice_step2_f32", Layout::SliceStep2, {n, n}, kFloat32, kFloat32));
   c.push_back(make("copy_1_f32", Layout::PerCallCopy, {1}, kFloat32, kFloat32));

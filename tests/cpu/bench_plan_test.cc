@@ -64,6 +64,9 @@ const std::map<std::string, Expected>& expected() {
       {"permute5d_43210_f32", {K::Transpose, 16, 8}},
       {"permute6d_013524_f32_pixel_unshuffle", {K::Gather}},
       {"permute6d_305142_f32", {K::Transpose, 16, 8}},
+      {"permute5d_43210_u8", {K::Transpose, 16, 16}},
+      {"permute5d_43210_bf16", {K::Transpose, 16, 16}},
+      {"permute6d_305142_u8", {K::Transpose, 16, 16}},
       {"broadcast_col_f32_4096", {K::Broadcast}},
       {"slice_step2_f32", {K::Gather}},
   };

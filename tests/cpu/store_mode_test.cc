@@ -122,6 +122,29 @@ TEST_F(StoreModePlan, StreamsPastTheThresholdOfTheWayTheKernelWrites) {
   EXPECT_FALSE(plan_copy(store_problem({2 * n}, {2}, {1})).stream);
 }
 
+// A transpose whose dim 0 gives each dst row less than two lines per block (many-dim
+// permutations of narrow elements) keeps ordinary stores, however large: streaming would store
+// single lines or less, scattered (plan_copy).
+TEST_F(StoreModePlan, TransposesWithRunsOfLessThanTwoLinesDoNotStream) {
+  const tuning::StreamThresholds& limits = tuning::stream_thresholds();
+  if (limits.scattered > 16 * kMiB) GTEST_SKIP() << "FERRY_STREAM_THRESHOLD set to a large value";
+  if (std::string(simd_target()) == "SCALAR") GTEST_SKIP() << "no register tiles on SCALAR";
+  for (ScalarType t : {kUInt8, kBFloat16, kFloat32}) {
+    const auto size = static_cast<int64_t>(element_size(t));
+    for (int64_t run : {64, 128}) {
+      // dst [j, outer, i], src [i, outer, j]: i = dim 0 of n0 elements, j = 256.
+      const int64_t n0 = run / size, cols = 256;
+      const int64_t outer = std::max<int64_t>(8, 4 * limits.scattered / (run * cols));
+      const CopyPlan plan = plan_copy(
+          store_problem({n0, outer, cols}, {1, n0, n0 * outer}, {outer * cols, cols, 1}, t));
+      SCOPED_TRACE(std::string(scalar_type_name(t)) + ", " + std::to_string(run) +
+                   "-byte runs: " + plan.describe());
+      ASSERT_EQ(plan.kind, CopyKernelKind::Transpose);
+      EXPECT_EQ(plan.stream, run >= tuning::kTransposeMinStreamRunBytes);
+    }
+  }
+}
+
 TEST_F(StoreModePlan, StreamingTransposesGoByPanelsWhenDstRowsAreOffTheirLines) {
   if (tuning::stream_thresholds().scattered > 16 * kMiB) {
     GTEST_SKIP() << "FERRY_STREAM_THRESHOLD set to a large value";

@@ -196,13 +196,16 @@ CopyPlan plan_copy(const CopyProblem& p) {
         plan.kind == CopyKernelKind::Transpose ? limits.scattered : limits.sequential;
     plan.stream = out_bytes / plan.threads >= threshold;
   }
-  // Tiles that store to dst stream by strips of transpose_stream_rows rows: with fewer rows than
-  // that (a 6-dim permutation whose dim 0 has 16 float32) every tile gets ordinary stores anyway,
-  // and the streaming strips' read-ahead only cost time (permute6d_305142_f32 at 2 threads: 3.0-3.1
-  // ms streaming, 2.7-2.8 ms not, Intel Xeon): ordinary stores, as `ferry explain` then says.
-  if (plan.kind == CopyKernelKind::Transpose && plan.stream && tiles_store_to_dst(plan.route) &&
-      dst_rows_on_lines(p) &&
-      p.sizes[0] < kernels::transpose_stream_rows(transpose_tile_op(p, plan.route))) {
+  // A transpose writes each dst row at most dim 0's elements per block (the outer dims step to
+  // other rows). Below two lines of them (a 6-dim permutation whose dim 0 has 16 float32; 5- and
+  // 6-dim permutations of bytes and bfloat16) the strips have too few rows for a streaming step
+  // and the panels store single lines or less, scattered over rows a power of two apart, which
+  // costs more than reading dst first: ordinary stores, as `ferry explain` then says. Streaming,
+  // permute6d_305142_f32 took 3.0-3.1 ms at 2 threads against 2.7-2.8 (Intel Xeon); its uint8
+  // twin 7.5 ms against 1.7-1.8 ms at 1 thread, and permute(4, 3, 2, 1, 0) of 32 x 16 x 16 x 32
+  // x 32 bytes 11.7-12.2 ms against 5.1-5.8 ms (AMD EPYC, Zen 4).
+  if (plan.kind == CopyKernelKind::Transpose && plan.stream &&
+      p.sizes[0] * dst_size < tuning::kTransposeMinStreamRunBytes) {
     plan.stream = false;
   }
   // Streaming tiles need dst rows that start on a line (every block's rows then do); others

@@ -57,6 +57,10 @@ inline constexpr int64_t kTransposeMaxRowScale = 8;
 // prefetch the next strip's rows.
 inline constexpr int64_t kShortRowBytes = 1024;
 inline constexpr int64_t kTransposeBufferBytes = int64_t{16} << 10;
+// A transpose's block writes each dst row a run of at most dim 0's elements. Runs of two lines
+// or more: streaming stores pay off (plan_copy), and the blocks of a many-dim permutation follow
+// src rather than dst (Note [transpose outer order] in copy_run.cc). Below: neither.
+inline constexpr int64_t kTransposeMinStreamRunBytes = 128;
 
 // Bytes after which addresses fall on the same private-L2 sets again (its size / associativity:
 // 64 KiB on Zen 5, 128 KiB on Sapphire Rapids), from sysconf once; kFallbackL2SetSpan when it
