@@ -4,8 +4,11 @@
 // and portable paths run here too).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -377,6 +380,61 @@ TEST_F(CopyRun, ShortRunBlocksMatchTheOracle) {
                                      return plan;
                                    });
     }
+  }
+}
+
+// Permutations of 5 and 6 dims of a few to 20 elements each (tiles and ragged edges), whose dst
+// rows get less than two lines per block or more (Note [transpose outer order] in copy_run.cc),
+// small enough for ordinary stores, so that consecutive units go to the kernel as one repeated
+// block (Note [small transposes]); same dtype and converting, split 1 to 3 ways.
+TEST_F(CopyRun, ManyDimTransposesMatchTheOracle) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  auto rng = ferry::testing::test_rng();
+  const ScalarType pairs[][2] = {{kUInt8, kUInt8},     {kBFloat16, kBFloat16}, {kFloat32, kFloat32},
+                                 {kFloat64, kFloat64}, {kBFloat16, kFloat32},  {kFloat32, kInt32}};
+  int transposes = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const auto& [dst_t, src_t] = pairs[trial % std::size(pairs)];
+    const int nd = 5 + trial % 2;
+    // dst contiguous over sizes; src contiguous over sizes permuted by perm (src dim order).
+    DimVector sizes;
+    for (int d = 0; d < nd; ++d) sizes.push_back(2 + static_cast<int64_t>(rng() % 5));
+    sizes[0] = 8 + static_cast<int64_t>(rng() % 13);  // dst's contiguous dim: tiles and an edge
+    std::vector<int> perm(static_cast<size_t>(nd));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    if (perm[static_cast<size_t>(nd) - 1] == 0)
+      std::swap(perm[0], perm[static_cast<size_t>(nd) - 1]);
+    sizes[static_cast<size_t>(perm[static_cast<size_t>(nd) - 1])] =
+        8 + static_cast<int64_t>(rng() % 13);
+    CopyProblem p;
+    p.sizes = sizes;
+    p.dst_dtype = dst_t;
+    p.src_dtype = src_t;
+    const auto de = static_cast<int64_t>(element_size(dst_t));
+    const auto se = static_cast<int64_t>(element_size(src_t));
+    p.dst_strides.resize(sizes.size());
+    p.src_strides.resize(sizes.size());
+    int64_t dst_stride = de, src_stride = se;
+    for (int d = 0; d < nd; ++d) {
+      p.dst_strides[static_cast<size_t>(d)] = dst_stride;
+      dst_stride *= sizes[static_cast<size_t>(d)];
+    }
+    for (int k = nd - 1; k >= 0; --k) {  // perm's last dim is src's contiguous one
+      const auto d = static_cast<size_t>(perm[static_cast<size_t>(k)]);
+      p.src_strides[d] = src_stride;
+      src_stride *= sizes[d];
+    }
+    SCOPED_TRACE(testing::describe_problem(p));
+    expect_runs_match_the_oracle(rng, p, static_cast<size_t>(p.numel() * de),
+                                 [&](const CopyProblem& q) {
+                                   const CopyPlan plan = plan_copy(q);
+                                   transposes += plan.kind == CopyKernelKind::Transpose;
+                                   return plan;
+                                 });
+  }
+  if (std::string(simd_target()) != "SCALAR") {
+    EXPECT_GT(transposes, 12);
   }
 }
 

@@ -127,6 +127,11 @@ struct TransposeRect {
   int64_t ahead_row_bytes = 0;
   int64_t ahead_begin = 0;
   int64_t ahead_end = 0;
+  // The rect `repeat` times, src and dst advanced by src_repeat_stride and dst_repeat_stride
+  // bytes each time: a small transpose's fastest outer dim, so that one call covers many rects.
+  int64_t repeat = 1;
+  int64_t src_repeat_stride = 0;
+  int64_t dst_repeat_stride = 0;
 };
 
 // The register tile edge (in elements) of `op` on the current SIMD target; 0 if not vectorized.

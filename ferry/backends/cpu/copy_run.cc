@@ -405,6 +405,15 @@ void run_narrow_scatter(const CopyProblem& p, int k, bool stream, int64_t lo, in
 // order: 9.6-9.9 ms at 1 thread), its uint8 twin from 4.8-5.6 to 3.0-3.5 and 2.4-2.7 to
 // 1.5-2.0 ms.
 
+// Note [small transposes]
+// A many-dim permutation of narrow elements is a transpose of a single tile or two per outer
+// index (permute(3, 0, 5, 1, 4, 2) of 8 x 8 x 16^4 bytes: 16 x 16 bytes, 256 bytes per unit), and
+// finding each unit's operands (a division per outer dim), the block's set-up and the kernel's
+// dispatch cost more than the tile itself: ferry ran at 0.19x memcpy, three quarters of its time
+// outside the tiles. When each unit is one block with ordinary stores, the units along the
+// fastest outer dim go to the kernel together (TransposeRect::repeat): one set-up per run of
+// them.
+
 // A transpose over dims 0 (i: dst contiguous) and k (j: src contiguous); other dims are outer.
 struct Transpose {
   const CopyProblem& p;
@@ -435,7 +444,19 @@ struct Transpose {
     int64_t count = 0, begin = 0, end = 0;
   };
 
-  void block(char* dst, const char* src, int64_t bi, int64_t bj, const Ahead& ahead) const {
+  // The same block at `count` places, `src` and `dst` bytes apart (Note [small transposes]).
+  struct Repeat {
+    int64_t count, src, dst;
+  };
+
+  void block(char* dst, const char* src, int64_t bi, int64_t bj, const Ahead& ahead,
+             const Repeat& rep = Repeat{1, 0, 0}) const {
+    if (rep.count > 1 && route != TransposeRoute::kFused) {
+      for (int64_t r = 0; r < rep.count; ++r) {
+        block(dst + r * rep.dst, src + r * rep.src, bi, bj, ahead);
+      }
+      return;
+    }
     alignas(64) char buffer[kBufferBytes];
     const int64_t bi_t = tile > 0 ? bi / tile * tile : 0;
     const int64_t bj_t = tile > 0 ? bj / tile * tile : 0;
@@ -445,7 +466,7 @@ struct Transpose {
       if (bi_t > 0 && bj_t > 0) {
         kernels::transpose_tiles({src, dst, bi_t, bj_t, src_i, dst_j, op, stream,
                                   stream && short_rows, panel, ahead.rows, src_i, cols * src_size,
-                                  ahead.begin, ahead.end});
+                                  ahead.begin, ahead.end, rep.count, rep.src, rep.dst});
       }
     } else if (route == TransposeRoute::kConvertFirst) {
       // src's rows converted into the buffer in dst's dtype, conj/neg applied there, as many
@@ -489,11 +510,15 @@ struct Transpose {
     }
     // Edges, along dst's rows: the rows below the tiles in the tiles' columns, whole columns right
     // of them. (Along src's rows, a bottom edge would scatter every store over the dst rows.)
-    for (int64_t j = 0; j < bj; ++j) {
-      const int64_t i0 = j < done_j ? done_i : 0;
-      if (i0 < bi) {
-        kernels::strided_run(p.dst_dtype, p.src_dtype, dst + j * dst_j + i0 * dst_size, dst_size,
-                             src + i0 * src_i + j * src_size, src_i, bi - i0, flags);
+    if (done_i == bi && done_j == bj) return;
+    for (int64_t r = 0; r < rep.count; ++r) {
+      for (int64_t j = 0; j < bj; ++j) {
+        const int64_t i0 = j < done_j ? done_i : 0;
+        if (i0 < bi) {
+          kernels::strided_run(
+              p.dst_dtype, p.src_dtype, dst + r * rep.dst + j * dst_j + i0 * dst_size, dst_size,
+              src + r * rep.src + i0 * src_i + j * src_size, src_i, bi - i0, flags);
+        }
       }
     }
   }
@@ -533,6 +558,19 @@ struct Transpose {
   // sequentially through all the outer dims (each row's whole plane) before the next strip.
   void run(int64_t lo, int64_t hi) const {
     const int64_t col_blocks = (cols + block_cols - 1) / block_cols;
+    if (col_blocks == 1 && row_blocks == 1 && col_groups == 1 && !stream && !outer_order.empty()) {
+      // Note [small transposes]: unit u is outer index u; the units that differ only in the
+      // fastest outer dim's index go to the kernel as one repeated block.
+      const int d0 = outer_order[0];
+      const int64_t n0 = p.sizes[d0];
+      for (int64_t u = lo; u < hi;) {
+        const int64_t end = std::min(hi, (u / n0 + 1) * n0);
+        const Unit x = unit(u);
+        block(x.dst, x.src, x.rows, cols, Ahead{}, {end - u, p.src_strides[d0], p.dst_strides[d0]});
+        u = end;
+      }
+      return;
+    }
     const int64_t blocks_per_group = (col_blocks + col_groups - 1) / col_groups;
     Unit next = lo < hi ? unit(lo) : Unit{};
     for (int64_t u = lo; u < hi; ++u) {

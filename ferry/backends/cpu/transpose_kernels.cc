@@ -882,7 +882,12 @@ bool TransposeNativeBF16(TransposeOp op) {
 void TransposeTiles(const TransposeRect& rect) {
 #if FERRY_CPU_TILES
   VisitOp<int>(rect.op, 0, [&]<class Op>() {
-    Tiles<Op>(rect);
+    TransposeRect r = rect;
+    for (int64_t k = 0; k < rect.repeat; ++k) {
+      Tiles<Op>(r);
+      r.src += rect.src_repeat_stride;
+      r.dst += rect.dst_repeat_stride;
+    }
     return 0;
   });
 #else
