@@ -143,6 +143,23 @@ TEST_F(Explain, RowKernelsNameTheirWalk) {
   EXPECT_THAT(out, HasSubstr("walk: rows: 128-byte runs along dim 0, one kernel call each"));
 }
 
+TEST_F(Explain, ManyDimTransposesNameTheirOuterOrder) {
+  // Reversed 5 dims of float32, 32 along dst's contiguous dim (128 bytes per dst row): the outer
+  // dims by src's strides, dim 3 (src stride 32 elements) first (Note [transpose outer order]).
+  int status = 0;
+  std::string out = explain("--shape 32,4,4,8,32 --permute 4,3,2,1,0 --threads 1", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("walk: blocks of register tiles, outer dims 3 2 1 (fastest first)"));
+  // The same of bytes (32 bytes per dst row): dst's fastest outer dim first, src's fastest of
+  // the others next, ordinary stores and one block per unit, so that each kernel call takes the
+  // 4 units along dim 1 (Note [small transposes]).
+  out = explain("--shape 32,4,4,8,32 --permute 4,3,2,1,0 --src-dtype u8 --threads 1", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("ordinary stores"));
+  EXPECT_THAT(out, HasSubstr("walk: blocks of register tiles, outer dims 1 3 2 (fastest first), "
+                             "up to 4 blocks per kernel call"));
+}
+
 TEST_F(Explain, SizesThatOverflowAreRefused) {
   int status = 0;
   // 2^62 float32 elements: 2^64 bytes, which used to wrap to an empty storage.

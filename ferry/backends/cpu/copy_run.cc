@@ -556,9 +556,18 @@ struct Transpose {
   // slowest. When every outer dim lies inside src's rows (src stride below src_i, as the middle
   // dim of permute(2, 1, 0)), the row block is slowest instead: a strip of src rows is then read
   // sequentially through all the outer dims (each row's whole plane) before the next strip.
+  int64_t col_blocks() const { return (cols + block_cols - 1) / block_cols; }
+
+  // Whether the units along the fastest outer dim go to the kernel as one repeated block (Note
+  // [small transposes]): every unit is a single block with ordinary stores.
+  bool repeats_blocks() const {
+    return col_blocks() == 1 && row_blocks == 1 && col_groups == 1 && !stream &&
+           !outer_order.empty();
+  }
+
   void run(int64_t lo, int64_t hi) const {
-    const int64_t col_blocks = (cols + block_cols - 1) / block_cols;
-    if (col_blocks == 1 && row_blocks == 1 && col_groups == 1 && !stream && !outer_order.empty()) {
+    const int64_t col_blocks = this->col_blocks();
+    if (repeats_blocks()) {
       // Note [small transposes]: unit u is outer index u; the units that differ only in the
       // fastest outer dim's index go to the kernel as one repeated block.
       const int d0 = outer_order[0];
@@ -712,7 +721,21 @@ std::string describe_walk(const CopyProblem& p, const CopyPlan& plan) {
     case CopyWalk::kRows:
       break;
   }
-  if (plan.kind == CopyKernelKind::Transpose) return "blocks of register tiles";
+  if (plan.kind == CopyKernelKind::Transpose) {
+    // The outer dims' order and the repeated blocks, as run_copy will use them.
+    const Transpose t =
+        make_transpose(p, plan, kernels::effective_conj_neg(p.dst_dtype, p.conj, p.neg));
+    std::string walk = "blocks of register tiles";
+    if (t.outer_order.size() > 1) {
+      walk += ", outer dims";
+      for (int d : t.outer_order) walk += " " + std::to_string(d);
+      walk += " (fastest first)";
+    }
+    if (t.repeats_blocks()) {
+      walk += ", up to " + std::to_string(p.sizes[t.outer_order[0]]) + " blocks per kernel call";
+    }
+    return walk;
+  }
   return "rows: " + runs + "runs along dim 0, one kernel call each";
 }
 
