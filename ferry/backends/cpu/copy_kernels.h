@@ -114,7 +114,8 @@ struct TransposeRect {
   bool stream = false;
   // Streaming: prefetch the next strip's src rows (the next rows along i) while reading this
   // one, worth it when src rows are short: the prefetchers do not follow a strip's column-wise
-  // walk through them. May touch addresses past the rectangle (prefetches never fault).
+  // walk through them. May touch addresses past the rectangle (prefetches never fault). Such
+  // strips are also taller (up to 128 rows, 512-byte dst runs): they read one compact region.
   bool prefetch_next_strip = false;
   // Streaming: by panels rather than strips (see `stream`).
   bool panel = false;

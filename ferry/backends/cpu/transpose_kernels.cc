@@ -490,14 +490,18 @@ HWY_INLINE void StreamRuns(const Byte* scratch, int64_t rows, Byte* dst, int64_t
 // - kCols tiles along j read whole 64-byte src lines one right after the other (rows of a strip
 //   may be a multiple of 4 KiB apart and share one L1 set: a half-read line would be evicted
 //   before the next tile came back for its other half).
-template <class Op>
+// - Tall strips (kTall): when the src rows are whole and close together (TransposeRect::
+//   prefetch_next_strip, NHWC -> NCHW), a strip reads one compact region front to back and the
+//   streamer's limit does not apply: up to 128 rows, giving each dst row a run of 512 bytes.
+template <class Op, bool kTall = false>
 struct Grouping {
   static constexpr int64_t kN = TileEdgeOf<Op>();
   static constexpr int64_t kDstRowBytes = kN * static_cast<int64_t>(Op::kDstSize);
   static constexpr int64_t kSrcRowBytes = kN * static_cast<int64_t>(Op::kSrcSize);
   static constexpr int64_t kLineRows = kDstRowBytes >= 64 ? 1 : 64 / kDstRowBytes;
-  static constexpr int64_t kWantRows = kDstRowBytes >= 128 ? 1 : 128 / kDstRowBytes;
-  static constexpr int64_t kMaxRows = 32 / kN;
+  static constexpr int64_t kWantBytes = kTall ? 512 : 128;
+  static constexpr int64_t kWantRows = kDstRowBytes >= kWantBytes ? 1 : kWantBytes / kDstRowBytes;
+  static constexpr int64_t kMaxRows = (kTall ? 128 : 32) / kN;
   static constexpr int64_t kRows = std::max(kLineRows, std::min(kWantRows, kMaxRows));
   static constexpr int64_t kRunBytes = kRows * kDstRowBytes;
   static constexpr int64_t kCols = kSrcRowBytes >= 64 ? 1 : 64 / kSrcRowBytes;
@@ -578,10 +582,10 @@ class ReadAhead {
 // (two chunks: kChunk runs of kPasses * kRunBytes each); a chunk's runs stream out while the next
 // chunk is read, a few after every step, so that reads and streaming stores stay interleaved.
 // With one pass a chunk is one step (Grouping::kChunk), streamed out right after it.
-template <class Op, int64_t kPasses, int64_t kChunk>
+template <class Op, int64_t kPasses, int64_t kChunk, bool kTall = false>
 HWY_INLINE void StreamStrip(const TransposeRect& r, int64_t i, int64_t cols, Byte* scratch,
                             ReadAhead& read_ahead) {
-  using G = Grouping<Op>;
+  using G = Grouping<Op, kTall>;
   constexpr int64_t kN = G::kN;
   constexpr int64_t kStepI = kN * G::kRows;
   constexpr int64_t kStepJ = kN * G::kCols;
@@ -731,6 +735,27 @@ HWY_NOINLINE void PanelTiles(const TransposeRect& r) {
   }
 }
 
+// The tall strips (Grouping) that fit in r's rows, over `cols` columns; returns the rows done.
+// Short src rows have no read-ahead of the next unit (that is for long rows). Not inlined, so
+// that Tiles' own strips keep their code and frame.
+template <class Op>
+HWY_NOINLINE int64_t TallStrips(const TransposeRect& r, int64_t cols) {
+  using G = Grouping<Op>;
+  using T = Grouping<Op, true>;
+  int64_t i = 0;
+  if constexpr (T::kPasses == 1 && T::kRows > G::kRows && T::kCols == G::kCols) {
+    constexpr int64_t kStepI = T::kN * T::kRows;
+    alignas(64) Byte scratch[2 * T::kChunk * T::kRunBytes];
+    TransposeRect no_ahead = r;
+    no_ahead.ahead = nullptr;
+    ReadAhead read_ahead(no_ahead, 1);
+    for (; i + kStepI <= r.rows; i += kStepI) {
+      StreamStrip<Op, 1, T::kChunk, true>(r, i, cols, scratch, read_ahead);
+    }
+  }
+  return i;
+}
+
 // Rows (i) outer, columns (j) inner: src is read along its rows, dst written a tile row at a
 // time. When streaming, tiles are grouped (Grouping) in an L1 scratch of whole dst runs first,
 // so that every non-temporal store writes whole lines (a partial line would cost a
@@ -755,6 +780,7 @@ void Tiles(const TransposeRect& r) {
   alignas(64) Byte scratch[2 * G::kChunk * G::kPasses * G::kRunBytes];  // two chunks of runs
   ReadAhead read_ahead(r, r.rows / kStepI * (cols / kStepJ));
   int64_t i = 0;
+  if (r.prefetch_next_strip) i = TallStrips<Op>(r, cols);  // short src rows
   for (; i + G::kPasses * kStepI <= r.rows; i += G::kPasses * kStepI) {
     StreamStrip<Op, G::kPasses, G::kChunk>(r, i, cols, scratch, read_ahead);
   }
