@@ -67,6 +67,17 @@ void seek_outer(const CopyProblem& p, int64_t o, int skip_a, int skip_b, char*& 
   }
 }
 
+// seek_outer over the given dims, the first of them fastest (a transpose's outer order).
+void seek_in_order(const CopyProblem& p, int64_t o, const DimVector& dims, char*& dst,
+                   const char*& src) {
+  for (int64_t d : dims) {
+    const int64_t id = o % p.sizes[d];
+    o /= p.sizes[d];
+    dst += id * p.dst_strides[d];
+    src += id * p.src_strides[d];
+  }
+}
+
 // Note [short-run blocks]
 // Short runs whose neighbours along dim 2 are the next runs of the same src lines: permute(1, 0,
 // 2) of rows of 8 float32, src runs 32 bytes apart along dim 2 and 128 KiB apart along dim 1.
@@ -538,13 +549,7 @@ struct Transpose {
     const int64_t rb = rows_outermost ? rest / outer : rest % row_blocks;
     x.dst = p.dst;
     x.src = p.src;
-    int64_t o = rows_outermost ? rest % outer : rest / row_blocks;
-    for (int d : outer_order) {
-      const int64_t id = o % p.sizes[d];
-      o /= p.sizes[d];
-      x.dst += id * p.dst_strides[d];
-      x.src += id * p.src_strides[d];
-    }
+    seek_in_order(p, rows_outermost ? rest % outer : rest / row_blocks, outer_order, x.dst, x.src);
     const int64_t i0 = rb * block_rows;
     x.rows = std::min(block_rows, rows - i0);
     x.src += i0 * src_i;
@@ -552,10 +557,6 @@ struct Transpose {
     return x;
   }
 
-  // Units [lo, hi): unit = (row block, outer index, column group). Normally the outer index is
-  // slowest. When every outer dim lies inside src's rows (src stride below src_i, as the middle
-  // dim of permute(2, 1, 0)), the row block is slowest instead: a strip of src rows is then read
-  // sequentially through all the outer dims (each row's whole plane) before the next strip.
   int64_t col_blocks() const { return (cols + block_cols - 1) / block_cols; }
 
   // Whether the units along the fastest outer dim go to the kernel as one repeated block (Note
@@ -565,6 +566,10 @@ struct Transpose {
            !outer_order.empty();
   }
 
+  // Units [lo, hi): unit = (row block, outer index, column group). Normally the outer index is
+  // slowest. When every outer dim lies inside src's rows (src stride below src_i, as the middle
+  // dim of permute(2, 1, 0)), the row block is slowest instead: a strip of src rows is then read
+  // sequentially through all the outer dims (each row's whole plane) before the next strip.
   void run(int64_t lo, int64_t hi) const {
     const int64_t col_blocks = this->col_blocks();
     if (repeats_blocks()) {

@@ -549,6 +549,7 @@ HWY_INLINE void PrefetchRows(const Byte* first, int64_t stride, int64_t rows, in
 // Note [transpose read-ahead] in copy_tuning.h).
 class ReadAhead {
  public:
+  ReadAhead() = default;  // asks for nothing
   ReadAhead(const TransposeRect& r, int64_t steps) {
     if (r.ahead == nullptr || r.ahead_row_bytes <= 0 || r.ahead_end <= r.ahead_begin) return;
     const int64_t q = r.ahead_begin / r.ahead_row_bytes;
@@ -746,9 +747,7 @@ HWY_NOINLINE int64_t TallStrips(const TransposeRect& r, int64_t cols) {
   if constexpr (T::kPasses == 1 && T::kRows > G::kRows && T::kCols == G::kCols) {
     constexpr int64_t kStepI = T::kN * T::kRows;
     alignas(64) Byte scratch[2 * T::kChunk * T::kRunBytes];
-    TransposeRect no_ahead = r;
-    no_ahead.ahead = nullptr;
-    ReadAhead read_ahead(no_ahead, 1);
+    ReadAhead read_ahead;
     for (; i + kStepI <= r.rows; i += kStepI) {
       StreamStrip<Op, 1, T::kChunk, true>(r, i, cols, scratch, read_ahead);
     }
