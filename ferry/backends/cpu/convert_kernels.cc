@@ -214,6 +214,11 @@ void CopyStream(void* dst_v, const void* src_v, size_t bytes) {
   std::memcpy(dst + i, src + i, bytes - i);
 }
 
+void CopyStreamRows(char* dst, int64_t dst_stride, const char* src, int64_t src_stride,
+                    size_t bytes, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) CopyStream(dst + r * dst_stride, src + r * src_stride, bytes);
+}
+
 // Fills `bytes` at dst with the 64-byte `pattern`, whose byte k belongs at any address equal
 // to dst + k modulo 64.
 void FillPattern(void* dst_v, const void* pattern_v, size_t bytes, bool stream) {
@@ -532,6 +537,7 @@ namespace ferry::cpu {
 
 HWY_EXPORT(ConvertSimd);
 HWY_EXPORT(CopyStream);
+HWY_EXPORT(CopyStreamRows);
 HWY_EXPORT(FillPattern);
 HWY_EXPORT(GatherStride2);
 HWY_EXPORT(MovePlanes);
@@ -551,6 +557,15 @@ void copy_bytes(void* dst, const void* src, size_t bytes, bool stream) {
   } else if (bytes != 0) {
     std::memcpy(dst, src, bytes);
   }
+}
+
+void copy_rows(char* dst, int64_t dst_stride, const char* src, int64_t src_stride, size_t bytes,
+               int64_t rows, bool stream) {
+  if (stream) {
+    FERRY_DISPATCH(CopyStreamRows)(dst, dst_stride, src, src_stride, bytes, rows);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * dst_stride, src + r * src_stride, bytes);
 }
 
 void fill_contiguous(void* dst, const void* value, size_t elem_size, int64_t n, bool stream) {
