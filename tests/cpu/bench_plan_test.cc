@@ -1,6 +1,6 @@
 // Which kernel each `ferry bench` case gets (bench/copy_cases.cc), on every SIMD target this CPU
-// supports: the kernel kind, the transpose route, and the register tile of the targets the
-// project tunes for (AVX-512 and AVX2). Prints each plan, as `ferry explain` would.
+// supports: the kernel kind, the transpose route, and the register tile and staging of the
+// targets the project tunes for (AVX-512 and AVX2). Prints each plan, as `ferry explain` would.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -32,6 +32,9 @@ struct Expected {
   // Tiles only where a vector holds two elements or more (16-byte ones: AVX2 and AVX-512);
   // strided runs on narrower targets.
   bool wide_vectors_only = false;
+  // Through buffers in whole lines on AVX-512 and AVX2 (Note [line-staged transposes] in
+  // copy_run.cc): narrow blocks whose rows share the L2's sets.
+  bool staged = false;
 };
 
 // Keyed by the full-size case names.
@@ -64,8 +67,8 @@ const std::map<std::string, Expected>& expected() {
       {"permute5d_43210_f32", {K::Transpose, 16, 8}},
       {"permute6d_013524_f32_pixel_unshuffle", {K::Gather}},
       {"permute6d_305142_f32", {K::Transpose, 16, 8}},
-      {"permute5d_43210_u8", {K::Transpose, 16, 16}},
-      {"permute5d_43210_bf16", {K::Transpose, 16, 16}},
+      {"permute5d_43210_u8", {K::Transpose, 16, 16, TransposeRoute::kFused, false, true}},
+      {"permute5d_43210_bf16", {K::Transpose, 16, 16, TransposeRoute::kFused, false, true}},
       {"permute6d_305142_u8", {K::Transpose, 16, 16}},
       {"broadcast_col_f32_4096", {K::Broadcast}},
       {"slice_step2_f32", {K::Gather}},
@@ -107,6 +110,9 @@ TEST_F(BenchPlans, EachCaseGetsItsKernel) {
                                          : e.route;
         EXPECT_EQ(transpose_route_name(plan.route), std::string(transpose_route_name(route)))
             << spec.name;
+        if (wide) {
+          EXPECT_EQ(plan.staged, e.staged) << spec.name;
+        }
         if (target == "AVX3") {
           EXPECT_EQ(plan.tile_rows, e.avx512_tile) << spec.name;
         } else if (target == "AVX2") {

@@ -438,6 +438,90 @@ TEST_F(CopyRun, ManyDimTransposesMatchTheOracle) {
   }
 }
 
+// Narrow transposes whose src rows lie 512 KiB apart (a multiple of any L2's set span), so that
+// they go block by block through buffers (Note [line-staged transposes] in copy_run.cc): a dim
+// continuing dst's runs and another continuing src's, or one dim continuing both, sizes that
+// chunk by 2, 4 or 8, same dtype and converting, on every target, split 1 to 3 ways, with
+// ordinary and streaming stores.
+TEST_F(CopyRun, LineStagedTransposesMatchTheOracle) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  auto rng = ferry::testing::test_rng();
+  constexpr int64_t kRowBytes = int64_t{512} << 10;
+  const ScalarType pairs[][2] = {
+      {kUInt8, kUInt8}, {kBFloat16, kBFloat16}, {kBFloat16, kFloat32}, {kFloat32, kFloat32}};
+  for (const std::string& target : simd_targets()) {
+    set_simd_target(target);
+    SCOPED_TRACE(target);
+    int staged = 0, fused_tiles = 0;
+    for (int trial = 0; trial < 8; ++trial) {
+      const auto& [dst_t, src_t] = pairs[trial % std::size(pairs)];
+      const bool shared = trial >= 4;
+      const auto de = static_cast<int64_t>(element_size(dst_t));
+      const auto se = static_cast<int64_t>(element_size(src_t));
+      // Dim 0 (dst's contiguous) and dim 1 (src's), one of them under two lines.
+      int64_t m = rng() % 2 == 0 ? 16 : 32;
+      const int64_t k = rng() % 2 == 0 ? 16 : 32;
+      if (m * de >= 128 && k * se >= 128) m = 16;
+      const int64_t chunked[] = {2, 6, 8};
+      const int64_t a = chunked[rng() % 3], b = chunked[rng() % 3];
+      CopyProblem p;
+      p.dst_dtype = dst_t;
+      p.src_dtype = src_t;
+      if (shared) {
+        // Dim 2 continues both: m elements apart in dst, k in src.
+        p.sizes = {m, k, a};
+        p.dst_strides = {de, m * a * de, m * de};
+        p.src_strides = {kRowBytes, se, k * se};
+      } else {
+        // Dim 2 continues dst's runs, dim 3 src's.
+        p.sizes = {m, k, a, b};
+        p.dst_strides = {de, m * a * de, m * de, m * a * k * de};
+        p.src_strides = {kRowBytes, se, k * b * se, k * se};
+      }
+      int64_t src_extent = se, dst_extent = de;
+      for (int d = 0; d < p.ndim(); ++d) {
+        src_extent += (p.sizes[d] - 1) * p.src_strides[d];
+        dst_extent += (p.sizes[d] - 1) * p.dst_strides[d];
+      }
+      SCOPED_TRACE(testing::describe_problem(p));
+      // Random values at the elements the copy reads (the rest of the extent stays zero).
+      Buffer src(static_cast<size_t>(src_extent), 0);
+      const int64_t n = p.numel();
+      std::vector<unsigned char> values(static_cast<size_t>(n * se));
+      testing::fill_values(rng, src_t, values.data(), n);
+      for (int64_t e = 0; e < n; ++e) {
+        int64_t offset = 0;
+        for (int64_t d = 0, rest = e; d < p.ndim(); rest /= p.sizes[d], ++d) {
+          offset += rest % p.sizes[d] * p.src_strides[d];
+        }
+        std::memcpy(src.data() + offset, values.data() + e * se, static_cast<size_t>(se));
+      }
+      p.src = reinterpret_cast<const char*>(src.data());
+      Buffer expected(static_cast<size_t>(dst_extent), 0), got(static_cast<size_t>(dst_extent), 0);
+      p.dst = reinterpret_cast<char*>(expected.data());
+      testing::naive_copy(p);
+      CopyPlan plan = plan_copy(p);
+      ASSERT_EQ(plan.kind, CopyKernelKind::Transpose);
+      staged += plan.staged;
+      fused_tiles += plan.route == TransposeRoute::kFused && plan.tile_rows > 0;
+      for (int threads : {1, 2, 3}) {
+        plan.threads = threads;
+        plan.stream = threads == 2;
+        SCOPED_TRACE(std::to_string(threads) + " threads, " + plan.describe());
+        p.dst = reinterpret_cast<char*>(got.data());
+        std::memset(got.data(), 0, got.size());
+        run_copy(p, plan);
+        ASSERT_EQ(testing::first_difference(expected.contents(), got.contents()), "");
+      }
+    }
+    // Staged wherever the tiles convert on the way: every trial on AVX-512 and AVX2.
+    EXPECT_EQ(staged, fused_tiles);
+    if (target.rfind("AVX", 0) == 0) {
+      EXPECT_EQ(staged, 8);
+    }
+  }
+}
+
 TEST_F(CopyRun, BFloat16TilesConvertLikeTheOracleWithAndWithoutTheNativeInstruction) {
   SCOPED_TRACE(ferry::testing::seed_trace());
   auto rng = ferry::testing::test_rng();

@@ -56,6 +56,18 @@ bool stream_allows(CopyKernelKind kind, TransposeRoute route, kernels::ConjNeg f
 // elements.
 kernels::TransposeOp transpose_tile_op(const CopyProblem& problem, TransposeRoute route);
 
+// A narrow transpose whose rows share the L2's sets goes block by block through two buffers,
+// each block widened to whole lines on both sides (Note [line-staged transposes] in
+// copy_run.cc): row_dim continues dst's runs past dim 0 and col_dim src's past src_fast_dim (-1:
+// none; the same dim when `shared`), and a block takes row_n and col_n of them.
+struct TransposeStaging {
+  int row_dim = -1, col_dim = -1;
+  int64_t row_n = 1, col_n = 1;
+  bool shared = false;
+  bool active() const { return row_n > 1 || col_n > 1; }
+};
+TransposeStaging transpose_staging(const CopyProblem& problem, int src_fast_dim);
+
 struct CopyPlan {
   CopyKernelKind kind = CopyKernelKind::Strided;
   // Transpose: the dim along which src is unit-stride (dst is unit-stride along dim 0).
@@ -74,6 +86,8 @@ struct CopyPlan {
   // Transpose: the tiles convert float32 to bfloat16 with the CPU's own instruction
   // (AVX512_BF16; simd.h, native_bf16), to the same bits as the portable rounding.
   bool native_bf16 = false;
+  // Transpose: block by block through buffers (transpose_staging); its stores are whole lines.
+  bool staged = false;
   // Chunks the work is split into (1: runs on the calling thread).
   int threads = 1;
   // Non-temporal (streaming) stores for the output, chosen from its size per thread and the

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 
 #include "ferry/backends/cpu/copy_kernels.h"
 #include "ferry/backends/cpu/copy_plan.h"
@@ -36,13 +37,13 @@ std::string CopyPlan::describe() const {
   if (kind == CopyKernelKind::Transpose) {
     len = std::snprintf(
         buf, sizeof(buf),
-        "Transpose (src fast dim %d, %s, block %lldx%lld, tile %lldx%lld%s%s), %d thread%s, %s "
+        "Transpose (src fast dim %d, %s, block %lldx%lld, tile %lldx%lld%s%s%s), %d thread%s, %s "
         "stores, %s",
         src_fast_dim, transpose_route_name(route), static_cast<long long>(block_rows),
         static_cast<long long>(block_cols), static_cast<long long>(tile_rows),
         static_cast<long long>(tile_cols), native_bf16 ? ", AVX512_BF16 conversion" : "",
-        panel ? ", by panels" : "", threads, threads == 1 ? "" : "s",
-        stream ? "streaming" : "ordinary", simd_target);
+        panel ? ", by panels" : "", staged ? ", staged in whole lines" : "", threads,
+        threads == 1 ? "" : "s", stream ? "streaming" : "ordinary", simd_target);
   } else {
     len = std::snprintf(buf, sizeof(buf), "%s, %d thread%s, %s stores, %s", copy_kernel_name(kind),
                         threads, threads == 1 ? "" : "s", stream ? "streaming" : "ordinary",
@@ -104,6 +105,63 @@ bool dst_rows_on_lines(const CopyProblem& p) {
     if (p.dst_strides[d] % 64 != 0) return false;
   }
   return true;
+}
+
+TransposeStaging transpose_staging(const CopyProblem& p, int k) {
+  TransposeStaging s;
+  const TransposeRoute route = transpose_route(p);
+  const int64_t tile = kernels::transpose_tile(transpose_tile_op(p, route));
+  const int64_t rows = p.sizes[0];
+  const int64_t cols = p.sizes[k];
+  if (route != TransposeRoute::kFused || tile == 0 || rows % tile != 0 || cols % tile != 0) {
+    return s;
+  }
+  const auto dst_size = static_cast<int64_t>(element_size(p.dst_dtype));
+  const auto src_size = static_cast<int64_t>(element_size(p.src_dtype));
+  const int64_t dst_run = rows * dst_size;
+  const int64_t src_run = cols * src_size;
+  const int64_t block = rows * cols * std::max(dst_size, src_size);
+  const int64_t span = tuning::l2_set_span();
+  const bool aliased =
+      std::abs(p.src_strides[0]) % span == 0 || std::abs(p.dst_strides[k]) % span == 0;
+  if (!aliased || block > tuning::kStagedBlockBytes ||
+      std::min(dst_run, src_run) >= tuning::kTransposeMinStreamRunBytes) {
+    return s;
+  }
+  for (int d = 1; d < p.ndim(); ++d) {
+    if (d == k) continue;
+    if (s.row_dim < 0 && p.dst_strides[d] == dst_run) s.row_dim = d;
+    if (s.col_dim < 0 && p.src_strides[d] == src_run) s.col_dim = d;
+  }
+  s.shared = s.row_dim >= 0 && s.row_dim == s.col_dim;
+  // A chunk doubles while it divides its dim, its side's runs are short of the target and the
+  // block fits; src's side first (long src runs keep more lines in flight than rows do).
+  const auto grows = [&](int dim, int64_t n, int64_t run, int64_t target, int64_t grown) {
+    return dim >= 0 && run * n < target && p.sizes[dim] % (2 * n) == 0 &&
+           grown <= tuning::kStagedBlockBytes;
+  };
+  for (bool grew = true; grew;) {
+    grew = false;
+    if (s.shared) {
+      if (grows(s.row_dim, s.row_n, std::min(dst_run, src_run), tuning::kStagedSrcRunBytes,
+                2 * block * s.row_n)) {
+        s.row_n = s.col_n = 2 * s.row_n;
+        grew = true;
+      }
+      continue;
+    }
+    if (grows(s.col_dim, s.col_n, src_run, tuning::kStagedSrcRunBytes,
+              2 * block * s.row_n * s.col_n)) {
+      s.col_n *= 2;
+      grew = true;
+    }
+    if (grows(s.row_dim, s.row_n, dst_run, tuning::kStagedDstRunBytes,
+              2 * block * s.row_n * s.col_n)) {
+      s.row_n *= 2;
+      grew = true;
+    }
+  }
+  return s;
 }
 
 CopyPlan plan_copy(const CopyProblem& p) {
@@ -204,13 +262,17 @@ CopyPlan plan_copy(const CopyProblem& p) {
   // permute6d_305142_f32 took 3.0-3.1 ms at 2 threads against 2.7-2.8 (Intel Xeon); its uint8
   // twin 7.5 ms against 1.7-1.8 ms at 1 thread, and permute(4, 3, 2, 1, 0) of 32 x 16 x 16 x 32
   // x 32 bytes 11.7-12.2 ms against 5.1-5.8 ms (AMD EPYC, Zen 4).
-  if (plan.kind == CopyKernelKind::Transpose && plan.stream &&
+  // Staged transposes store whole lines, so the rule below does not hold them back.
+  if (plan.kind == CopyKernelKind::Transpose) {
+    plan.staged = transpose_staging(p, plan.src_fast_dim).active();
+  }
+  if (plan.kind == CopyKernelKind::Transpose && plan.stream && !plan.staged &&
       p.sizes[0] * dst_size < tuning::kTransposeMinStreamRunBytes) {
     plan.stream = false;
   }
   // Streaming tiles need dst rows that start on a line (every block's rows then do); others
   // stream by panels, each down a tall block (Note [transpose panels] in copy_tuning.h).
-  if (plan.kind == CopyKernelKind::Transpose && plan.stream &&
+  if (plan.kind == CopyKernelKind::Transpose && plan.stream && !plan.staged &&
       plan.route == TransposeRoute::kFused && !dst_rows_on_lines(p)) {
     plan.panel = true;
     plan.block_rows = tuning::kTransposePanelRows;

@@ -46,6 +46,10 @@ void copy_short_runs(char* dst, int64_t dst1, const char* src, int64_t src1, int
       return copy_runs_of<32>(dst, dst1, src, src1, runs);
     case 64:
       return copy_runs_of<64>(dst, dst1, src, src1, runs);
+    case 128:
+      return copy_runs_of<128>(dst, dst1, src, src1, runs);
+    case 256:
+      return copy_runs_of<256>(dst, dst1, src, src1, runs);
     default:
       for (int64_t r = 0; r < runs; ++r) {
         std::memcpy(dst + r * dst1, src + r * src1, static_cast<size_t>(bytes));
@@ -397,6 +401,26 @@ void run_narrow_scatter(const CopyProblem& p, int k, bool stream, int64_t lo, in
   }
 }
 
+// Note [line-staged transposes]
+// A transpose with a side under two lines per block (dim 0 of 32 bytes: 32-byte dst runs; src
+// rows of 32 bytes along dim k) whose rows sit a multiple of the L2's set span apart reads and
+// writes each line in parts, and between the parts the other rows, all on the same L1 and L2
+// sets, have evicted it: permute(4, 3, 2, 1, 0) of 32 x 16 x 16 x 32 x 32 bytes, src and dst
+// rows 256 KiB apart, ran at 0.10x memcpy (AMD EPYC, Zen 5), every line fetched from the L3
+// several times. When the dim that continues a side's runs (dst stride = dim 0's bytes; src
+// stride = dim k's bytes) splits into chunks, the block takes a chunk of it, so that its src rows
+// are kStagedSrcRunBytes long and its dst rows kStagedDstRunBytes (transpose_staging). The block
+// then goes through two buffers: its src rows copied whole into the first, line after line,
+// the register tiles from there into the second, whose rows go to dst whole (streamed when the
+// plan streams: whole lines now). Each line is read and written once, and the src rows' longer
+// runs keep more lines in flight. When one dim continues both sides' runs, the block's chunk of
+// it is a batch of tiles (TransposeRect::repeat). That uint8 permutation went from 3.7-4.9 to
+// 1.4-2.1 ms at 1 thread and 2.5-2.8 to 1.1 ms at 2, its bfloat16 twin from 4.9-5.9 to 2.8-4.4
+// and 2.7-3.6 to 2.1-2.3 ms (three alternations). Where both sides already have two lines (the
+// float32 twin) staging was slower (3.6-5.1 against 5.3-7.7 ms), and so it was where the rows
+// are only 4 KiB apart and the L2 keeps them (permute(3, 0, 5, 1, 4, 2) of 8 x 8 x 16^4 bytes:
+// 0.34-0.43 against 0.42-1.09 ms).
+
 // Note [transpose outer order]
 // The dims other than a transpose's two are outer: each index of them is a unit of blocks. By
 // default the units follow dst (its strides ascending, as the problem's dims are ordered), so
@@ -444,6 +468,13 @@ struct Transpose {
   bool rows_outermost = false;  // loop order, see run()
   DimVector outer_order;        // the outer dims, fastest first (Note [transpose outer order])
   bool read_ahead = false;      // ask for the next unit's rows in address order (Ahead)
+
+  // Note [line-staged transposes]: the block's shape, and the units it steps through (every dim
+  // but the two, the chunked ones in chunks, by dst's strides, fastest first). Not staged when
+  // staged_units is 0.
+  TransposeStaging staging;
+  DimVector staged_sizes, staged_src_strides, staged_dst_strides;
+  int64_t staged_units = 0;
 
   static constexpr size_t kBufferBytes = tuning::kTransposeBufferBytes;
 
@@ -534,7 +565,61 @@ struct Transpose {
     }
   }
 
-  int64_t units() const { return outer * row_blocks * col_groups; }
+  int64_t units() const {
+    return staged_units > 0 ? staged_units : outer * row_blocks * col_groups;
+  }
+
+  // Staged units [lo, hi) (Note [line-staged transposes]): src rows into buffer a, the tiles
+  // into buffer b, b's rows out to dst.
+  void run_staged(int64_t lo, int64_t hi) const {
+    const TransposeStaging& s = staging;
+    alignas(64) char a[tuning::kStagedBlockBytes];
+    alignas(64) char b[tuning::kStagedBlockBytes];
+    const int64_t batch = s.shared ? s.row_n : 1;
+    const int64_t row_chunks = s.shared ? 1 : s.row_n;  // src rows: rows x row_chunks
+    const int64_t col_chunks = s.shared ? 1 : s.col_n;  // dst rows: cols x col_chunks
+    const int64_t a_row = cols * col_chunks * batch * src_size;
+    const int64_t b_row = rows * row_chunks * batch * dst_size;
+    const int64_t src_chunk = s.shared || s.row_dim < 0 ? 0 : p.src_strides[s.row_dim];
+    const int64_t dst_chunk = s.shared || s.col_dim < 0 ? 0 : p.dst_strides[s.col_dim];
+    kernels::TransposeRect rect;
+    rect.src = a;
+    rect.dst = b;
+    rect.rows = rows * row_chunks;
+    rect.cols = cols * col_chunks;
+    rect.src_row_stride = a_row;
+    rect.dst_row_stride = b_row;
+    rect.op = op;
+    if (s.shared) {
+      rect.repeat = batch;
+      rect.src_repeat_stride = cols * src_size;
+      rect.dst_repeat_stride = rows * dst_size;
+    }
+    for (int64_t u = lo; u < hi; ++u) {
+      char* dst = p.dst;
+      const char* src = p.src;
+      int64_t o = u;
+      for (size_t d = 0; d < staged_sizes.size(); ++d) {
+        const int64_t id = o % staged_sizes[d];
+        o /= staged_sizes[d];
+        dst += id * staged_dst_strides[d];
+        src += id * staged_src_strides[d];
+      }
+      for (int64_t q = 0; q < row_chunks; ++q) {
+        copy_short_runs(a + q * rows * a_row, a_row, src + q * src_chunk, src_i, a_row, rows);
+      }
+      kernels::transpose_tiles(rect);
+      for (int64_t q = 0; q < col_chunks; ++q) {
+        char* to = dst + q * dst_chunk;
+        const char* from = b + q * cols * b_row;
+        if (stream) {
+          kernels::copy_rows(to, dst_j, from, b_row, static_cast<size_t>(b_row), cols, true);
+        } else {
+          copy_short_runs(to, dst_j, from, b_row, b_row, cols);
+        }
+      }
+    }
+  }
 
   // Unit u's operands at its row block's first row, column 0, and its rows there.
   struct Unit {
@@ -571,6 +656,10 @@ struct Transpose {
   // dim of permute(2, 1, 0)), the row block is slowest instead: a strip of src rows is then read
   // sequentially through all the outer dims (each row's whole plane) before the next strip.
   void run(int64_t lo, int64_t hi) const {
+    if (staged_units > 0) {
+      run_staged(lo, hi);
+      return;
+    }
     const int64_t col_blocks = this->col_blocks();
     if (repeats_blocks()) {
       // Note [small transposes]: unit u is outer index u; the units that differ only in the
@@ -672,6 +761,28 @@ Transpose make_transpose(const CopyProblem& p, const CopyPlan& plan, ConjNeg fla
     const auto second = std::min_element(t.outer_order.begin() + 1, t.outer_order.end(), by_src);
     std::rotate(t.outer_order.begin() + 1, second, second + 1);
   }
+  // Note [line-staged transposes]: as planned, when this problem allows it.
+  if (plan.staged) t.staging = transpose_staging(p, t.k);
+  if (t.staging.active()) {
+    DimVector dims;
+    for (int d = 1; d < p.ndim(); ++d) {
+      if (d != t.k) dims.push_back(d);
+    }
+    std::stable_sort(dims.begin(), dims.end(), [&](int64_t x, int64_t y) {
+      return std::abs(p.dst_strides[x]) < std::abs(p.dst_strides[y]);
+    });
+    t.staged_units = 1;
+    for (int64_t d : dims) {
+      const int64_t n = d == t.staging.row_dim   ? t.staging.row_n
+                        : d == t.staging.col_dim ? t.staging.col_n
+                                                 : 1;
+      if (p.sizes[d] == n) continue;
+      t.staged_sizes.push_back(p.sizes[d] / n);
+      t.staged_src_strides.push_back(p.src_strides[d] * n);
+      t.staged_dst_strides.push_back(p.dst_strides[d] * n);
+      t.staged_units *= p.sizes[d] / n;
+    }
+  }
   // Too few (outer x row block) units to share among the threads: split the columns too.
   if (t.outer * t.row_blocks < 4 * plan.threads) {
     t.col_groups = std::min<int64_t>((t.cols + t.block_cols - 1) / t.block_cols, 4 * plan.threads);
@@ -730,6 +841,21 @@ std::string describe_walk(const CopyProblem& p, const CopyPlan& plan) {
     // The outer dims' order and the repeated blocks, as run_copy will use them.
     const Transpose t =
         make_transpose(p, plan, kernels::effective_conj_neg(p.dst_dtype, p.conj, p.neg));
+    if (t.staged_units > 0) {
+      // Note [line-staged transposes]
+      const TransposeStaging& s = t.staging;
+      const auto chunk = [](int dim, int64_t n) {
+        return " (" + std::to_string(n) + " of dim " + std::to_string(dim) + ")";
+      };
+      const int64_t src_run = t.cols * t.src_size * (s.shared ? s.row_n : s.col_n);
+      const int64_t dst_run = t.rows * t.dst_size * s.row_n;
+      return "line-staged blocks: src rows of " + std::to_string(src_run) + " bytes" +
+             (s.col_n > 1 ? chunk(s.col_dim, s.col_n) : "") + " into a buffer, register tiles " +
+             (s.shared ? "repeated " + std::to_string(s.row_n) + " times " : "") +
+             "into a second, dst rows of " + std::to_string(dst_run) + " bytes" +
+             (!s.shared && s.row_n > 1 ? chunk(s.row_dim, s.row_n) : "") + " out; " +
+             std::to_string(t.staged_units) + " blocks";
+    }
     std::string walk = "blocks of register tiles";
     if (t.outer_order.size() > 1) {
       walk += ", outer dims";

@@ -132,4 +132,11 @@ inline constexpr int64_t kTransposePanelMaxCols = 128;
 inline constexpr int64_t kTransposePanelAheadRows = 16;
 inline constexpr int64_t kTransposePanelRows = 1024;
 
+// Line-staged transposes (Note [line-staged transposes] in copy_run.cc): each side's runs grow to
+// at least these bytes by taking more of the dim that continues them, while the block fits
+// kStagedBlockBytes (two such buffers, in the L2).
+inline constexpr int64_t kStagedDstRunBytes = 128;
+inline constexpr int64_t kStagedSrcRunBytes = 256;
+inline constexpr int64_t kStagedBlockBytes = int64_t{32} << 10;
+
 }  // namespace ferry::cpu::tuning
