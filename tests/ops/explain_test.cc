@@ -164,6 +164,23 @@ TEST_F(Explain, ManyDimTransposesNameTheirOuterOrder) {
                              "up to 4 blocks per kernel call"));
 }
 
+TEST_F(Explain, LineStagedTransposesSayHowTheyAreStaged) {
+  // Reversed 5 dims of bytes, rows 256 KiB apart on both sides (a multiple of the L2's set span)
+  // and 32 bytes per row: src rows of 8 x 32 bytes along dim 3, dst rows of 4 x 32 along dim 1
+  // (Note [line-staged transposes]).
+  int status = 0;
+  const std::string out =
+      explain("--shape 32,32,16,16,32 --permute 4,3,2,1,0 --src-dtype u8 --threads 1", &status);
+  EXPECT_EQ(status, 0) << out;
+  if (out.find(", strided, ") != std::string::npos) {
+    GTEST_SKIP() << "no register tiles on this build's SIMD target";
+  }
+  EXPECT_THAT(out, HasSubstr("tile 16x16, staged in whole lines)"));
+  EXPECT_THAT(out, HasSubstr("walk: line-staged blocks: src rows of 256 bytes (8 of dim 3) into a "
+                             "buffer, register tiles into a second, dst rows of 128 bytes (4 of "
+                             "dim 1) out; 256 blocks"));
+}
+
 TEST_F(Explain, SizesThatOverflowAreRefused) {
   int status = 0;
   // 2^62 float32 elements: 2^64 bytes, which used to wrap to an empty storage.
