@@ -419,7 +419,7 @@ void run_narrow_scatter(const CopyProblem& p, int k, bool stream, int64_t lo, in
 // and 2.7-3.6 to 2.1-2.3 ms (three alternations). Where both sides already have two lines (the
 // float32 twin) staging was slower (3.6-5.1 against 5.3-7.7 ms), and so it was where the rows
 // are only 4 KiB apart and the L2 keeps them (permute(3, 0, 5, 1, 4, 2) of 8 x 8 x 16^4 bytes:
-// 0.34-0.43 against 0.42-1.09 ms).
+// 0.34-0.43 against 0.42-0.59 ms at 1 thread).
 
 // Note [transpose outer order]
 // The dims other than a transpose's two are outer: each index of them is a unit of blocks. By
