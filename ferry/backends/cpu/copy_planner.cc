@@ -254,6 +254,11 @@ CopyPlan plan_copy(const CopyProblem& p) {
         plan.kind == CopyKernelKind::Transpose ? limits.scattered : limits.sequential;
     plan.stream = out_bytes / plan.threads >= threshold;
   }
+  // Narrow transposes whose rows share the L2's sets go through buffers and store whole lines
+  // (Note [line-staged transposes] in copy_run.cc): the two rules below do not apply to them.
+  if (plan.kind == CopyKernelKind::Transpose) {
+    plan.staged = transpose_staging(p, plan.src_fast_dim).active();
+  }
   // A transpose writes each dst row at most dim 0's elements per block (the outer dims step to
   // other rows). Below two lines of them (a 6-dim permutation whose dim 0 has 16 float32; 5- and
   // 6-dim permutations of bytes and bfloat16) the strips have too few rows for a streaming step
@@ -262,10 +267,6 @@ CopyPlan plan_copy(const CopyProblem& p) {
   // permute6d_305142_f32 took 3.0-3.1 ms at 2 threads against 2.7-2.8 (Intel Xeon); its uint8
   // twin 7.5 ms against 1.7-1.8 ms at 1 thread, and permute(4, 3, 2, 1, 0) of 32 x 16 x 16 x 32
   // x 32 bytes 11.7-12.2 ms against 5.1-5.8 ms (AMD EPYC, Zen 4).
-  // Staged transposes store whole lines, so the rule below does not hold them back.
-  if (plan.kind == CopyKernelKind::Transpose) {
-    plan.staged = transpose_staging(p, plan.src_fast_dim).active();
-  }
   if (plan.kind == CopyKernelKind::Transpose && plan.stream && !plan.staged &&
       p.sizes[0] * dst_size < tuning::kTransposeMinStreamRunBytes) {
     plan.stream = false;
