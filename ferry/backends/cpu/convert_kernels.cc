@@ -559,13 +559,9 @@ void copy_bytes(void* dst, const void* src, size_t bytes, bool stream) {
   }
 }
 
-void copy_rows(char* dst, int64_t dst_stride, const char* src, int64_t src_stride, size_t bytes,
-               int64_t rows, bool stream) {
-  if (stream) {
-    FERRY_DISPATCH(CopyStreamRows)(dst, dst_stride, src, src_stride, bytes, rows);
-    return;
-  }
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * dst_stride, src + r * src_stride, bytes);
+void stream_rows(char* dst, int64_t dst_stride, const char* src, int64_t src_stride, size_t bytes,
+                 int64_t rows) {
+  FERRY_DISPATCH(CopyStreamRows)(dst, dst_stride, src, src_stride, bytes, rows);
 }
 
 void fill_contiguous(void* dst, const void* value, size_t elem_size, int64_t n, bool stream) {

@@ -45,9 +45,10 @@ bool convert_simd(ScalarType dst_t, ScalarType src_t, void* dst, const void* src
 
 // memcpy, with non-temporal stores when `stream`.
 void copy_bytes(void* dst, const void* src, size_t bytes, bool stream);
-// `rows` rows of `bytes` each, dst_stride and src_stride apart; streaming as copy_bytes does.
-void copy_rows(char* dst, int64_t dst_stride, const char* src, int64_t src_stride, size_t bytes,
-               int64_t rows, bool stream);
+// `rows` rows of `bytes` each, dst_stride and src_stride apart, with non-temporal stores (as
+// copy_bytes with `stream`).
+void stream_rows(char* dst, int64_t dst_stride, const char* src, int64_t src_stride, size_t bytes,
+                 int64_t rows);
 
 // Writes n copies of the elem_size-byte value at `value` to contiguous dst (elem_size in
 // {1, 2, 4, 8, 16}), with non-temporal stores when `stream`.

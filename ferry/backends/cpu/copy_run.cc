@@ -575,11 +575,12 @@ struct Transpose {
     const TransposeStaging& s = staging;
     alignas(64) char a[tuning::kStagedBlockBytes];
     alignas(64) char b[tuning::kStagedBlockBytes];
-    const int64_t batch = s.shared ? s.row_n : 1;
+    // A shared dim's chunk lengthens both sides' rows (col_n == row_n); otherwise row_n more src
+    // rows and col_n more dst rows.
     const int64_t row_chunks = s.shared ? 1 : s.row_n;  // src rows: rows x row_chunks
     const int64_t col_chunks = s.shared ? 1 : s.col_n;  // dst rows: cols x col_chunks
-    const int64_t a_row = cols * col_chunks * batch * src_size;
-    const int64_t b_row = rows * row_chunks * batch * dst_size;
+    const int64_t a_row = cols * s.col_n * src_size;
+    const int64_t b_row = rows * s.row_n * dst_size;
     const int64_t src_chunk = s.shared || s.row_dim < 0 ? 0 : p.src_strides[s.row_dim];
     const int64_t dst_chunk = s.shared || s.col_dim < 0 ? 0 : p.dst_strides[s.col_dim];
     kernels::TransposeRect rect;
@@ -591,7 +592,7 @@ struct Transpose {
     rect.dst_row_stride = b_row;
     rect.op = op;
     if (s.shared) {
-      rect.repeat = batch;
+      rect.repeat = s.row_n;
       rect.src_repeat_stride = cols * src_size;
       rect.dst_repeat_stride = rows * dst_size;
     }
@@ -613,7 +614,7 @@ struct Transpose {
         char* to = dst + q * dst_chunk;
         const char* from = b + q * cols * b_row;
         if (stream) {
-          kernels::copy_rows(to, dst_j, from, b_row, static_cast<size_t>(b_row), cols, true);
+          kernels::stream_rows(to, dst_j, from, b_row, static_cast<size_t>(b_row), cols);
         } else {
           copy_short_runs(to, dst_j, from, b_row, b_row, cols);
         }
@@ -847,7 +848,7 @@ std::string describe_walk(const CopyProblem& p, const CopyPlan& plan) {
       const auto chunk = [](int dim, int64_t n) {
         return " (" + std::to_string(n) + " of dim " + std::to_string(dim) + ")";
       };
-      const int64_t src_run = t.cols * t.src_size * (s.shared ? s.row_n : s.col_n);
+      const int64_t src_run = t.cols * t.src_size * s.col_n;
       const int64_t dst_run = t.rows * t.dst_size * s.row_n;
       return "line-staged blocks: src rows of " + std::to_string(src_run) + " bytes" +
              (s.col_n > 1 ? chunk(s.col_dim, s.col_n) : "") + " into a buffer, register tiles " +
