@@ -71,16 +71,31 @@ void seek_outer(const CopyProblem& p, int64_t o, int skip_a, int skip_b, char*& 
   }
 }
 
-// seek_outer over the given dims, the first of them fastest (a transpose's outer order).
-void seek_in_order(const CopyProblem& p, int64_t o, const DimVector& dims, char*& dst,
-                   const char*& src) {
-  for (int64_t d : dims) {
-    const int64_t id = o % p.sizes[d];
-    o /= p.sizes[d];
-    dst += id * p.dst_strides[d];
-    src += id * p.src_strides[d];
+// Dims listed fastest first, each a size and its byte strides: a transpose's outer dims in their
+// order, or its staged units' (whose chunked dims take fewer, longer steps).
+struct OuterWalk {
+  DimVector sizes, dst_strides, src_strides;
+
+  void add(int64_t size, int64_t dst_stride, int64_t src_stride) {
+    sizes.push_back(size);
+    dst_strides.push_back(dst_stride);
+    src_strides.push_back(src_stride);
   }
-}
+  int64_t count() const {
+    int64_t n = 1;
+    for (int64_t s : sizes) n *= s;
+    return n;
+  }
+  // Moves dst and src to outer index o.
+  void seek(int64_t o, char*& dst, const char*& src) const {
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      const int64_t id = o % sizes[d];
+      o /= sizes[d];
+      dst += id * dst_strides[d];
+      src += id * src_strides[d];
+    }
+  }
+};
 
 // Note [short-run blocks]
 // Short runs whose neighbours along dim 2 are the next runs of the same src lines: permute(1, 0,
@@ -467,13 +482,14 @@ struct Transpose {
   int64_t row_blocks = 0, col_groups = 1, outer = 1;
   bool rows_outermost = false;  // loop order, see run()
   DimVector outer_order;        // the outer dims, fastest first (Note [transpose outer order])
+  OuterWalk outer_walk;         // the same dims' sizes and strides
   bool read_ahead = false;      // ask for the next unit's rows in address order (Ahead)
 
   // Note [line-staged transposes]: the block's shape, and the units it steps through (every dim
   // but the two, the chunked ones in chunks, by dst's strides, fastest first). Not staged when
   // staged_units is 0.
   TransposeStaging staging;
-  DimVector staged_sizes, staged_src_strides, staged_dst_strides;
+  OuterWalk staged_walk;
   int64_t staged_units = 0;
 
   static constexpr size_t kBufferBytes = tuning::kTransposeBufferBytes;
@@ -599,13 +615,7 @@ struct Transpose {
     for (int64_t u = lo; u < hi; ++u) {
       char* dst = p.dst;
       const char* src = p.src;
-      int64_t o = u;
-      for (size_t d = 0; d < staged_sizes.size(); ++d) {
-        const int64_t id = o % staged_sizes[d];
-        o /= staged_sizes[d];
-        dst += id * staged_dst_strides[d];
-        src += id * staged_src_strides[d];
-      }
+      staged_walk.seek(u, dst, src);
       for (int64_t q = 0; q < row_chunks; ++q) {
         copy_short_runs(a + q * rows * a_row, a_row, src + q * src_chunk, src_i, a_row, rows);
       }
@@ -635,7 +645,7 @@ struct Transpose {
     const int64_t rb = rows_outermost ? rest / outer : rest % row_blocks;
     x.dst = p.dst;
     x.src = p.src;
-    seek_in_order(p, rows_outermost ? rest % outer : rest / row_blocks, outer_order, x.dst, x.src);
+    outer_walk.seek(rows_outermost ? rest % outer : rest / row_blocks, x.dst, x.src);
     const int64_t i0 = rb * block_rows;
     x.rows = std::min(block_rows, rows - i0);
     x.src += i0 * src_i;
@@ -762,6 +772,7 @@ Transpose make_transpose(const CopyProblem& p, const CopyPlan& plan, ConjNeg fla
     const auto second = std::min_element(t.outer_order.begin() + 1, t.outer_order.end(), by_src);
     std::rotate(t.outer_order.begin() + 1, second, second + 1);
   }
+  for (int d : t.outer_order) t.outer_walk.add(p.sizes[d], p.dst_strides[d], p.src_strides[d]);
   // Note [line-staged transposes]: as planned, when this problem allows it.
   if (plan.staged) t.staging = transpose_staging(p, t.k);
   if (t.staging.active()) {
@@ -772,17 +783,14 @@ Transpose make_transpose(const CopyProblem& p, const CopyPlan& plan, ConjNeg fla
     std::stable_sort(dims.begin(), dims.end(), [&](int64_t x, int64_t y) {
       return std::abs(p.dst_strides[x]) < std::abs(p.dst_strides[y]);
     });
-    t.staged_units = 1;
     for (int64_t d : dims) {
       const int64_t n = d == t.staging.row_dim   ? t.staging.row_n
                         : d == t.staging.col_dim ? t.staging.col_n
                                                  : 1;
-      if (p.sizes[d] == n) continue;
-      t.staged_sizes.push_back(p.sizes[d] / n);
-      t.staged_src_strides.push_back(p.src_strides[d] * n);
-      t.staged_dst_strides.push_back(p.dst_strides[d] * n);
-      t.staged_units *= p.sizes[d] / n;
+      if (p.sizes[d] > n)
+        t.staged_walk.add(p.sizes[d] / n, p.dst_strides[d] * n, p.src_strides[d] * n);
     }
+    t.staged_units = t.staged_walk.count();
   }
   // Too few (outer x row block) units to share among the threads: split the columns too.
   if (t.outer * t.row_blocks < 4 * plan.threads) {
