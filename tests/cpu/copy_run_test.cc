@@ -443,6 +443,42 @@ TEST_F(CopyRun, ManyDimTransposesMatchTheOracle) {
 // continuing dst's runs and another continuing src's, or one dim continuing both, sizes that
 // chunk by 2, 4 or 8, same dtype and converting, on every target, split 1 to 3 ways, with
 // ordinary and streaming stores.
+// Runs p (src and dst set here) with plan at 1, 2 and 3 threads, streaming at 2, against the
+// oracle: random values at the elements the copy reads, the rest of the extents zero.
+void expect_plan_matches_the_oracle(std::mt19937_64& rng, CopyProblem p, CopyPlan plan) {
+  const auto de = static_cast<int64_t>(element_size(p.dst_dtype));
+  const auto se = static_cast<int64_t>(element_size(p.src_dtype));
+  int64_t src_extent = se, dst_extent = de;
+  for (int d = 0; d < p.ndim(); ++d) {
+    src_extent += (p.sizes[d] - 1) * p.src_strides[d];
+    dst_extent += (p.sizes[d] - 1) * p.dst_strides[d];
+  }
+  Buffer src(static_cast<size_t>(src_extent), 0);
+  const int64_t n = p.numel();
+  std::vector<unsigned char> values(static_cast<size_t>(n * se));
+  testing::fill_values(rng, p.src_dtype, values.data(), n);
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t offset = 0;
+    for (int64_t d = 0, rest = e; d < p.ndim(); rest /= p.sizes[d], ++d) {
+      offset += rest % p.sizes[d] * p.src_strides[d];
+    }
+    std::memcpy(src.data() + offset, values.data() + e * se, static_cast<size_t>(se));
+  }
+  p.src = reinterpret_cast<const char*>(src.data());
+  Buffer expected(static_cast<size_t>(dst_extent), 0), got(static_cast<size_t>(dst_extent), 0);
+  p.dst = reinterpret_cast<char*>(expected.data());
+  testing::naive_copy(p);
+  for (int threads : {1, 2, 3}) {
+    plan.threads = threads;
+    plan.stream = threads == 2;
+    SCOPED_TRACE(std::to_string(threads) + " threads, " + plan.describe());
+    p.dst = reinterpret_cast<char*>(got.data());
+    std::memset(got.data(), 0, got.size());
+    run_copy(p, plan);
+    ASSERT_EQ(testing::first_difference(expected.contents(), got.contents()), "");
+  }
+}
+
 TEST_F(CopyRun, LineStagedTransposesMatchTheOracle) {
   SCOPED_TRACE(ferry::testing::seed_trace());
   auto rng = ferry::testing::test_rng();
@@ -478,46 +514,66 @@ TEST_F(CopyRun, LineStagedTransposesMatchTheOracle) {
         p.dst_strides = {de, m * a * de, m * de, m * a * k * de};
         p.src_strides = {kRowBytes, se, k * b * se, k * se};
       }
-      int64_t src_extent = se, dst_extent = de;
-      for (int d = 0; d < p.ndim(); ++d) {
-        src_extent += (p.sizes[d] - 1) * p.src_strides[d];
-        dst_extent += (p.sizes[d] - 1) * p.dst_strides[d];
-      }
       SCOPED_TRACE(testing::describe_problem(p));
-      // Random values at the elements the copy reads (the rest of the extent stays zero).
-      Buffer src(static_cast<size_t>(src_extent), 0);
-      const int64_t n = p.numel();
-      std::vector<unsigned char> values(static_cast<size_t>(n * se));
-      testing::fill_values(rng, src_t, values.data(), n);
-      for (int64_t e = 0; e < n; ++e) {
-        int64_t offset = 0;
-        for (int64_t d = 0, rest = e; d < p.ndim(); rest /= p.sizes[d], ++d) {
-          offset += rest % p.sizes[d] * p.src_strides[d];
-        }
-        std::memcpy(src.data() + offset, values.data() + e * se, static_cast<size_t>(se));
-      }
-      p.src = reinterpret_cast<const char*>(src.data());
-      Buffer expected(static_cast<size_t>(dst_extent), 0), got(static_cast<size_t>(dst_extent), 0);
-      p.dst = reinterpret_cast<char*>(expected.data());
-      testing::naive_copy(p);
-      CopyPlan plan = plan_copy(p);
+      const CopyPlan plan = plan_copy(p);
       ASSERT_EQ(plan.kind, CopyKernelKind::Transpose);
       staged += plan.staged;
       fused_tiles += plan.route == TransposeRoute::kFused && plan.tile_rows > 0;
-      for (int threads : {1, 2, 3}) {
-        plan.threads = threads;
-        plan.stream = threads == 2;
-        SCOPED_TRACE(std::to_string(threads) + " threads, " + plan.describe());
-        p.dst = reinterpret_cast<char*>(got.data());
-        std::memset(got.data(), 0, got.size());
-        run_copy(p, plan);
-        ASSERT_EQ(testing::first_difference(expected.contents(), got.contents()), "");
-      }
+      expect_plan_matches_the_oracle(rng, p, plan);
     }
     // Staged wherever the tiles convert on the way: every trial on AVX-512 and AVX2.
     EXPECT_EQ(staged, fused_tiles);
     if (target.rfind("AVX", 0) == 0) {
       EXPECT_EQ(staged, 8);
+    }
+  }
+}
+
+// Sides that are odd multiples of the half tile's edge (Note [half tiles]): the whole tiles
+// leave a side's last half edge (or all of it), which the half tiles take.
+TEST_F(CopyRun, HalfTilesMatchTheOracle) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  auto rng = ferry::testing::test_rng();
+  const ScalarType types[] = {kUInt8, kBFloat16, kFloat32, kFloat64};
+  for (const std::string& target : simd_targets()) {
+    set_simd_target(target);
+    SCOPED_TRACE(target);
+    int with_half = 0;
+    for (int trial = 0; trial < 8; ++trial) {
+      const ScalarType t = types[trial % std::size(types)];
+      const bool shared = trial >= 4;
+      const auto e = static_cast<int64_t>(element_size(t));
+      const int64_t half = kernels::transpose_half_tile(kernels::transpose_op(t, t));
+      // Odd multiples of the edge, at least the planner's shortest transpose side (8).
+      const int64_t edge = half > 0 ? half : 8;
+      const int64_t odd = (8 / edge) | 1;
+      const int64_t m = (odd + 2 * static_cast<int64_t>(rng() % 2)) * edge;
+      const int64_t k = (odd + 2 * static_cast<int64_t>(rng() % 2)) * edge;
+      const int64_t a = 1 + static_cast<int64_t>(rng() % 16),
+                    b = 1 + static_cast<int64_t>(rng() % 4);
+      CopyProblem p;
+      p.dst_dtype = p.src_dtype = t;
+      if (shared) {
+        // Dim 2 continues both sides' runs (permute(3, 0, 5, 1, 4, 2)'s dim 1).
+        p.sizes = {m, k, a};
+        p.dst_strides = {e, m * a * e, m * e};
+        p.src_strides = {k * a * e, e, k * e};
+      } else {
+        p.sizes = {m, k, a, b};
+        p.dst_strides = {e, m * a * e, m * e, m * a * k * e};
+        p.src_strides = {k * b * e, e, k * b * m * e, k * e};
+      }
+      SCOPED_TRACE(testing::describe_problem(p));
+      const CopyPlan plan = plan_copy(p);
+      ASSERT_EQ(plan.kind, CopyKernelKind::Transpose);
+      EXPECT_EQ(plan.half_tile, half);
+      EXPECT_EQ(plan.describe().find("half tiles") != std::string::npos, half > 0);
+      with_half += plan.half_tile > 0;
+      expect_plan_matches_the_oracle(rng, p, plan);
+    }
+    // AVX-512 and AVX2 have half tiles for each of these widths.
+    if (target.rfind("AVX", 0) == 0) {
+      EXPECT_EQ(with_half, 8);
     }
   }
 }

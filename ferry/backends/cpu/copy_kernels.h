@@ -137,16 +137,23 @@ struct TransposeRect {
   int64_t repeat = 1;
   int64_t src_repeat_stride = 0;
   int64_t dst_repeat_stride = 0;
+  // Half tiles (transpose_half_tile; Note [half tiles] in copy_planner.cc): rows and cols are
+  // multiples of the half edge, stores are ordinary (stream, panel and the read-ahead unused).
+  bool half = false;
 };
 
 // The register tile edge (in elements) of `op` on the current SIMD target; 0 if not vectorized.
 int transpose_tile(TransposeOp op);
+// The edge of `op`'s half tiles on the current SIMD target (half transpose_tile's, in vectors of
+// half the width): same-dtype ops whose half edge is at least 2; else 0.
+int transpose_half_tile(TransposeOp op);
 // The rows (along i) and columns (along j) of one streaming step: tiles grouped so that each dst
 // row gets a run of whole 64-byte lines (128 bytes or more) and each src row whole lines. 0 if
 // not vectorized.
 int transpose_stream_rows(TransposeOp op);
 int transpose_stream_cols(TransposeOp op);
-// Transposes the rectangle tile by tile (rows and cols multiples of transpose_tile(op)).
+// Transposes the rectangle tile by tile (rows and cols multiples of transpose_tile(op), or of
+// transpose_half_tile(op) with rect.half).
 void transpose_tiles(const TransposeRect& rect);
 // Whether transpose_tiles converts `op`'s elements with the CPU's own bfloat16 instruction on
 // the current target (simd.h, native_bf16); the stored bits are the same either way.

@@ -67,6 +67,9 @@ struct TransposeStaging {
   bool active() const { return row_n > 1 || col_n > 1; }
 };
 TransposeStaging transpose_staging(const CopyProblem& problem, int src_fast_dim);
+// The half tiles' edge for a transpose whose whole tiles leave rows (or, under a whole tile,
+// columns) that half tiles would take (Note [half tiles] in copy_planner.cc); else 0.
+int64_t transpose_half_tile_for(const CopyProblem& problem, int src_fast_dim);
 
 struct CopyPlan {
   CopyKernelKind kind = CopyKernelKind::Strided;
@@ -88,6 +91,9 @@ struct CopyPlan {
   bool native_bf16 = false;
   // Transpose: block by block through buffers (transpose_staging); its stores are whole lines.
   bool staged = false;
+  // Transpose: the edge of the tiles of half the width that take the rows the whole tiles leave
+  // (transpose_half_tile_for; Note [half tiles] in copy_planner.cc); 0: none.
+  int64_t half_tile = 0;
   // Chunks the work is split into (1: runs on the calling thread).
   int threads = 1;
   // Non-temporal (streaming) stores for the output, chosen from its size per thread and the

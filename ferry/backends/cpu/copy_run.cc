@@ -476,6 +476,7 @@ struct Transpose {
   TransposeRoute route = TransposeRoute::kFused;
   TransposeOp op = TransposeOp::kNone;  // the route's tile op (transpose_tile_op)
   int64_t tile = 0;
+  int64_t half_tile = 0;  // Note [half tiles] in copy_planner.cc; 0: none
   bool stream = false;
   bool panel = false;       // streaming tiles go by panels (dst rows off their lines)
   bool short_rows = false;  // whole src rows per block, at most kShortRowBytes apart
@@ -525,6 +526,30 @@ struct Transpose {
         kernels::transpose_tiles({src, dst, bi_t, bj_t, src_i, dst_j, op, stream,
                                   stream && short_rows, panel, ahead.rows, src_i, cols * src_size,
                                   ahead.begin, ahead.end, rep.count, rep.src, rep.dst});
+      }
+      // Note [half tiles]: the rows under the tiles, or the block when its columns are under a
+      // whole tile.
+      if (half_tile > 0) {
+        const int64_t i0 = bj_t > 0 ? bi_t : 0;
+        const int64_t bi_h = bi / half_tile * half_tile;
+        const int64_t bj_h = bj_t > 0 ? bj_t : bj / half_tile * half_tile;
+        if (bi_h > i0 && bj_h > 0) {
+          kernels::TransposeRect rect;
+          rect.src = src + i0 * src_i;
+          rect.dst = dst + i0 * dst_size;
+          rect.rows = bi_h - i0;
+          rect.cols = bj_h;
+          rect.src_row_stride = src_i;
+          rect.dst_row_stride = dst_j;
+          rect.op = op;
+          rect.repeat = rep.count;
+          rect.src_repeat_stride = rep.src;
+          rect.dst_repeat_stride = rep.dst;
+          rect.half = true;
+          kernels::transpose_tiles(rect);
+          done_i = bi_h;
+          done_j = bj_h;
+        }
       }
     } else if (route == TransposeRoute::kConvertFirst) {
       // src's rows converted into the buffer in dst's dtype, conj/neg applied there, as many
@@ -736,6 +761,10 @@ Transpose make_transpose(const CopyProblem& p, const CopyPlan& plan, ConjNeg fla
   const bool strips_fit = dst_rows_on_lines(p) && stream_rows > 0 &&
                           t.block_rows % stream_rows == 0 && t.block_rows * t.dst_size % 64 == 0;
   t.panel = tiles_store_to_dst(t.route) && t.stream && (plan.panel || !strips_fit);
+  // Note [half tiles]: as planned, where this problem's tiles have them.
+  t.half_tile = plan.half_tile > 0 && t.route == TransposeRoute::kFused
+                    ? kernels::transpose_half_tile(t.op)
+                    : 0;
   // The buffer holds a tile column of a block in dst's dtype (converted first), or a whole block
   // (converted after).
   const int64_t buffered = t.route == TransposeRoute::kFused ? 0

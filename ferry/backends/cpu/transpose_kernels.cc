@@ -129,11 +129,12 @@ HWY_INLINE void Put(D d, hn::Vec<D> v, Byte* p, bool stream) {
   }
 }
 
-// Same element type on both sides: lanes of kSize bytes moved unchanged.
-template <size_t kSize>
+// Same element type on both sides: lanes of kSize bytes moved unchanged, tiles of at most kEdge
+// (half tiles: HalfCopyOp).
+template <size_t kSize, size_t kEdge = kMaxTile>
 struct CopyOp {
   using T = hwy::UnsignedFromSize<kSize>;
-  using D = hn::CappedTag<T, kMaxTile>;
+  using D = hn::CappedTag<T, kEdge>;
   static constexpr size_t kSrcSize = kSize;
   static constexpr size_t kDstSize = kSize;
   static HWY_INLINE hn::Vec<D> Load(const Byte* p) {
@@ -865,6 +866,25 @@ HWY_INLINE R VisitOp(TransposeOp op, R fallback, Fn&& fn) {
   return fallback;
 }
 
+// Calls fn.template operator()<Op>() with the half-tile op of a same-dtype `op` (Note [half
+// tiles] in copy_planner.cc): the op's elements in vectors of half its tile's edge, which the
+// generic tile transposes like any other; returns fallback where there is none.
+template <class R, class Fn>
+HWY_INLINE R VisitHalfOp(TransposeOp op, R fallback, Fn&& fn) {
+  if (op != TransposeOp::kCopy1 && op != TransposeOp::kCopy2 && op != TransposeOp::kCopy4 &&
+      op != TransposeOp::kCopy8) {
+    return fallback;
+  }
+  return VisitOp<R>(op, fallback, [&]<class Full>() -> R {
+    constexpr int64_t kHalf = TileEdgeOf<Full>() / 2;
+    if constexpr (kHalf < 2 || Full::kSrcSize != Full::kDstSize || Full::kSrcSize > 8) {
+      return fallback;
+    } else {
+      return fn.template operator()<CopyOp<Full::kSrcSize, static_cast<size_t>(kHalf)>>();
+    }
+  });
+}
+
 #endif  // FERRY_CPU_TILES
 }  // namespace
 
@@ -874,6 +894,15 @@ int TransposeTileSize(TransposeOp op) {
   return 0;
 #else
   return VisitOp<int>(op, 0, []<class Op>() { return TileOf<Op>(); });
+#endif
+}
+
+int TransposeHalfTileSize(TransposeOp op) {
+#if !FERRY_CPU_TILES
+  (void)op;
+  return 0;
+#else
+  return VisitHalfOp<int>(op, 0, []<class Op>() { return TileOf<Op>(); });
 #endif
 }
 
@@ -906,6 +935,18 @@ bool TransposeNativeBF16(TransposeOp op) {
 
 void TransposeTiles(const TransposeRect& rect) {
 #if FERRY_CPU_TILES
+  if (rect.half) {
+    VisitHalfOp<int>(rect.op, 0, [&]<class Op>() {
+      TransposeRect r = rect;
+      for (int64_t k = 0; k < rect.repeat; ++k) {
+        DirectTiles<Op>(r, 0, r.rows, 0, r.cols);
+        r.src += rect.src_repeat_stride;
+        r.dst += rect.dst_repeat_stride;
+      }
+      return 0;
+    });
+    return;
+  }
   VisitOp<int>(rect.op, 0, [&]<class Op>() {
     TransposeRect r = rect;
     for (int64_t k = 0; k < rect.repeat; ++k) {
@@ -927,6 +968,7 @@ HWY_AFTER_NAMESPACE();
 namespace ferry::cpu {
 
 HWY_EXPORT(TransposeTileSize);
+HWY_EXPORT(TransposeHalfTileSize);
 HWY_EXPORT(TransposeStreamRows);
 HWY_EXPORT(TransposeStreamCols);
 HWY_EXPORT(TransposeNativeBF16);
@@ -935,6 +977,8 @@ HWY_EXPORT(TransposeTiles);
 namespace kernels {
 
 int transpose_tile(TransposeOp op) { return FERRY_DISPATCH(TransposeTileSize)(op); }
+
+int transpose_half_tile(TransposeOp op) { return FERRY_DISPATCH(TransposeHalfTileSize)(op); }
 
 int transpose_stream_rows(TransposeOp op) { return FERRY_DISPATCH(TransposeStreamRows)(op); }
 
