@@ -105,6 +105,9 @@ std::vector<Spec> copy_cases(bool quick) {
   c.push_back(permuted("u8", {quick ? 8 : 32, 16, 16, 32, 32}, {4, 3, 2, 1, 0}, kUInt8));
   c.push_back(permuted("bf16", {quick ? 8 : 32, 16, 16, 32, 32}, {4, 3, 2, 1, 0}, kBFloat16));
   c.push_back(permuted("u8", {16, 8, 16, quick ? 2 : 8, 16, 16}, {3, 0, 5, 1, 4, 2}, kUInt8));
+  // Both contiguous dims 8 long, half a tile on AVX-512 (Note [half tiles] in copy_planner.cc).
+  c.push_back(permuted("u8_side8", {16, 16, 8, quick ? 2 : 16, 16, 8}, {3, 0, 5, 1, 4, 2}, kUInt8));
+  c.push_back(permuted("f32_side8", {16, 16, 8, quick ? 2 : 16, 16, 8}, {3, 0, 5, 1, 4, 2}));
   c.push_back(make("broadcast_col_f32_" + side, Layout::ExpandCol, {n, n}, kFloat32, kFloat32));
   c.push_back(make("slice_step2_f32", Layout::SliceStep2, {n, n}, kFloat32, kFloat32));
   c.push_back(make("copy_1_f32", Layout::PerCallCopy, {1}, kFloat32, kFloat32));

@@ -35,6 +35,9 @@ struct Expected {
   // Through buffers in whole lines on AVX-512 and AVX2 (Note [line-staged transposes] in
   // copy_run.cc): narrow blocks whose rows share the L2's sets.
   bool staged = false;
+  // The half tiles' edge on AVX3 and AVX2 (Note [half tiles] in copy_planner.cc); 0: none.
+  int avx512_half = 0;
+  int avx2_half = 0;
 };
 
 // Keyed by the full-size case names.
@@ -50,7 +53,8 @@ const std::map<std::string, Expected>& expected() {
       {"transpose2d_bf16_4096", {K::Transpose, 16, 16}},
       {"transpose2d_f32_to_bf16_4096", {K::Transpose, 16, 16}},
       {"transpose2d_f32_to_f16_4096", {K::Transpose, 16, 16}},
-      {"transpose2d_f32_3000", {K::Transpose, 16, 8}},
+      // 3000 rows: the last 8 under AVX-512's tiles of 16 go by its half tiles.
+      {"transpose2d_f32_3000", {K::Transpose, 16, 8, TransposeRoute::kFused, false, false, 8, 0}},
       {"transpose2d_f32_to_bf16_3000", {K::Transpose, 16, 16}},
       {"transpose2d_u8_4096", {K::Transpose, 16, 16}},
       {"transpose2d_f64_2896", {K::Transpose, 8, 4}},
@@ -70,6 +74,11 @@ const std::map<std::string, Expected>& expected() {
       {"permute5d_43210_u8", {K::Transpose, 16, 16, TransposeRoute::kFused, false, true}},
       {"permute5d_43210_bf16", {K::Transpose, 16, 16, TransposeRoute::kFused, false, true}},
       {"permute6d_305142_u8", {K::Transpose, 16, 16}},
+      // Sides of 8: half tiles take them, but for AVX2's float32, whose whole tiles are 8 x 8.
+      {"permute6d_305142_u8_side8",
+       {K::Transpose, 16, 16, TransposeRoute::kFused, false, false, 8, 8}},
+      {"permute6d_305142_f32_side8",
+       {K::Transpose, 16, 8, TransposeRoute::kFused, false, false, 8, 0}},
       {"broadcast_col_f32_4096", {K::Broadcast}},
       {"slice_step2_f32", {K::Gather}},
   };
@@ -115,8 +124,10 @@ TEST_F(BenchPlans, EachCaseGetsItsKernel) {
         }
         if (target == "AVX3") {
           EXPECT_EQ(plan.tile_rows, e.avx512_tile) << spec.name;
+          EXPECT_EQ(plan.half_tile, e.avx512_half) << spec.name;
         } else if (target == "AVX2") {
           EXPECT_EQ(plan.tile_rows, e.avx2_tile) << spec.name;
+          EXPECT_EQ(plan.half_tile, e.avx2_half) << spec.name;
         }
       }
       ++checked;
