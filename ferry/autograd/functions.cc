@@ -73,4 +73,41 @@ void FormulaNode::release_variables() {
   released_ = true;
 }
 
+CopySlices::CopySlices(const Tensor& base, const Tensor& view, IntrusivePtr<Node> fn)
+    : base_sizes_(base.sizes()),
+      base_strides_(base.strides()),
+      sizes_(view.sizes()),
+      strides_(view.strides()),
+      offset_(view.storage_offset() - base.storage_offset()),
+      fn_(std::move(fn)) {
+  edge_list edges{gradient_edge(base)};
+  for (size_t i = 1; i < fn_->num_outputs(); ++i) edges.push_back(fn_->next_edge(i));
+  set_next_edges(std::move(edges));
+}
+
+void CopySlices::release_variables() {
+  if (fn_) fn_->release_variables();
+}
+
+variable_list CopySlices::apply(variable_list&& grads) {
+  check_not_released();
+  variable_list out(num_outputs());
+  const Tensor& grad = grads.at(0);
+  if (!grad.defined()) return out;
+  Tensor result = empty_strided(base_sizes_, base_strides_, grad.options());
+  result.copy_(grad);
+  Tensor slice = result.as_strided(sizes_, strides_, result.storage_offset() + offset_);
+  variable_list res = (*fn_)({slice.clone()});
+  if (needs_input_grad(0)) {
+    if (!res.empty() && res[0].defined()) {
+      slice.copy_(res[0]);
+    } else {
+      slice.zero_();
+    }
+    out[0] = std::move(result);
+  }
+  for (size_t i = 1; i < res.size() && i < out.size(); ++i) out[i] = std::move(res[i]);
+  return out;
+}
+
 }  // namespace ferry::autograd

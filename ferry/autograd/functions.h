@@ -78,4 +78,27 @@ class FormulaNode final : public Node {
   Formula formula_;
 };
 
+// Note [In-place on views] in variable.cc: the base's history after an in-place operation on
+// one of its views. The base's gradient goes to the base's old history with the view's part
+// replaced by what the operation's node (fn) gives for the view's old values (zero where it
+// gives none, as for copy_); fn's other gradients go to its other inputs.
+class CopySlices final : public Node {
+ public:
+  CopySlices(const Tensor& base, const Tensor& view, IntrusivePtr<Node> fn);
+  std::string name() const override { return "CopySlices"; }
+  void release_variables() override;
+
+ protected:
+  variable_list apply(variable_list&& grads) override;
+  void release_resources() override {
+    fn_.reset();
+    Node::release_resources();
+  }
+
+ private:
+  DimVector base_sizes_, base_strides_, sizes_, strides_;
+  int64_t offset_ = 0;  // the view's storage offset from the base's
+  IntrusivePtr<Node> fn_;
+};
+
 }  // namespace ferry::autograd

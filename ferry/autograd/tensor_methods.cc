@@ -37,11 +37,13 @@ const Tensor& Tensor::grad() const {
 Tensor& Tensor::mutable_grad() const { return materialize_autograd_meta(*this).grad; }
 
 IntrusivePtr<autograd::Node> Tensor::grad_fn() const {
+  autograd::refresh_view_history(*this);  // Note [In-place on views]
   const AutogradMeta* meta = autograd_meta(*this);
   return meta != nullptr ? meta->grad_fn : nullptr;
 }
 
 bool Tensor::is_leaf() const {
+  autograd::refresh_view_history(*this);
   const AutogradMeta* meta = autograd_meta(*this);
   return meta == nullptr || !meta->grad_fn;
 }
@@ -75,7 +77,8 @@ Tensor Tensor::detach() const { return native::alias(*this); }
 Tensor& Tensor::detach_() {
   AutogradMeta* meta = autograd_meta(*this);
   if (meta == nullptr) return *this;
-  FERRY_CHECK(!meta->is_view, "Can't detach views in-place. Use detach() instead.");
+  FERRY_CHECK(!autograd::view_base_of(*this).defined(),
+              "Can't detach views in-place. Use detach() instead.");
   meta->grad_fn = nullptr;
   meta->output_nr = 0;
   meta->requires_grad = false;
@@ -88,15 +91,8 @@ void Tensor::set_data(const Tensor& new_data) const {
   impl_->shallow_copy_from(*new_data.impl());
 }
 
-bool Tensor::is_view() const {
-  const AutogradMeta* meta = autograd_meta(*this);
-  return meta != nullptr && meta->is_view;
-}
+bool Tensor::is_view() const { return autograd::view_base_of(*this).defined(); }
 
-const Tensor& Tensor::_base() const {
-  static const Tensor undefined;
-  const AutogradMeta* meta = autograd_meta(*this);
-  return meta != nullptr && meta->is_view ? meta->base : undefined;
-}
+Tensor Tensor::_base() const { return autograd::view_base_of(*this); }
 
 }  // namespace ferry

@@ -25,10 +25,6 @@ struct AutogradMeta final : AutogradMetaInterface {
   uint32_t output_nr = 0;
   bool requires_grad = false;  // a leaf's own flag (results follow grad_fn)
   bool retains_grad = false;
-  // A view made by a differentiable view operation: in-place writes through it are recorded
-  // on `base` (Note [In-place on views]).
-  bool is_view = false;
-  Tensor base;
   std::mutex mutex;  // guards grad and grad_accumulator
 };
 
@@ -53,14 +49,23 @@ IntrusivePtr<Node> grad_accumulator(const Tensor& leaf);
 // Makes `node` the history of `output` (its next free output slot). Undefined outputs get an
 // undefined slot.
 void set_history(const Tensor& output, const IntrusivePtr<Node>& node);
-// The same for an in-place result: `self` already exists; its old history is replaced.
+// The same for an in-place result: `self` already exists; its old history is replaced. When
+// self is a view, its base's history becomes CopySlices over `node` and self's a view of that
+// (Note [In-place on views]).
 void rebase_history(const Tensor& self, const IntrusivePtr<Node>& node);
 
 // Checks made before writing into `self` in place with grad mode on: a leaf that requires grad
-// and a view of one raise (PyTorch's messages, naming `op`).
+// and a view of one raise (PyTorch's messages, naming `op`). Other views are written through
+// (Note [In-place on views]).
 void check_inplace(const Tensor& self, const char* op);
 
-// Marks `view` as a differentiable view of `base` (the base's base, when base is a view).
-void mark_as_view(const Tensor& view, const Tensor& base);
+// Note [In-place on views]: the root base of a view (TensorImpl::view_base) while it still shares
+// the view's storage (set_data may have given the base another); undefined otherwise.
+Tensor view_base_of(const Tensor& t);
+// Note [In-place on views]: when t is a view whose storage was written in place since its
+// history was set and its base requires grad, t's history becomes a view of the base's current
+// one (AsStridedBackward0). Called wherever t's history is read (gradient_edge, the
+// requires-grad checks of a recording operator, Tensor::grad_fn).
+void refresh_view_history(const Tensor& t);
 
 }  // namespace ferry::autograd

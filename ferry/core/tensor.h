@@ -204,9 +204,9 @@ class Tensor {
   void set_data(const Tensor& new_data) const;
   // The version counter of the storage: bumped by every in-place write (Note [Version counter]).
   uint32_t _version() const { return impl_->version(); }
-  // A view made by a view operation of a tensor that requires grad remembers its base.
+  // A view made by a view operation remembers its root base (while they share storage).
   bool is_view() const;
-  const Tensor& _base() const;
+  Tensor _base() const;
 
   // ---- compute operators (ferry/ops; see docs/ops.md) --------------------------------------
   // Elementwise, broadcasting, with PyTorch's type promotion.

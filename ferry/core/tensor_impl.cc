@@ -69,8 +69,16 @@ void TensorImpl::set_storage(Storage storage) {
   storage_ = std::move(storage);
 }
 
+void TensorImpl::mark_view(const TensorImpl& of) {
+  if (&of == this) return;
+  const TensorImpl* root = of.view_base_ ? of.view_base_.get() : &of;
+  view_base_ = IntrusivePtr<TensorImpl>(const_cast<TensorImpl*>(root));
+  set_view_version(version());
+}
+
 void TensorImpl::release_resources() {
   autograd_meta_.reset();
+  view_base_.reset();
   storage_ = Storage();
 }
 

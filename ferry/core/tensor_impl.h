@@ -6,6 +6,7 @@
 // the row-major check and is refreshed by every metadata change.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -46,12 +47,26 @@ class TensorImpl : public RefCounted {
   // Note [requires_grad bit]: true for a leaf that requires grad and for every result of a
   // recorded operation (one with a grad_fn). The dispatcher reads only this bit to add the
   // autograd key, so autograd keeps it in step with its metadata.
-  bool requires_grad() const { return requires_grad_; }
+  // A view (view_base) also requires grad when its base does, as in PyTorch.
+  bool requires_grad() const {
+    return requires_grad_ || (view_base_ && view_base_->requires_grad_);
+  }
+  // Only the bit set on this impl (a leaf's flag, or a recorded result's).
+  bool requires_grad_bit() const { return requires_grad_; }
   bool is_contiguous() const { return is_contiguous_; }
   uint32_t version() const { return storage_.defined() ? storage_.version() : 0; }
   void bump_version() const {
     if (storage_.defined()) storage_.bump_version();
   }
+
+  // Note [In-place on views] (ferry/autograd/variable.cc): the root base of a tensor made by a
+  // view operation, null for others; and the storage version at which autograd last set the
+  // view's history (mark_view sets it to the version at the view's making).
+  TensorImpl* view_base() const { return view_base_.get(); }
+  uint32_t view_version() const { return view_version_.load(std::memory_order_relaxed); }
+  void set_view_version(uint32_t v) const { view_version_.store(v, std::memory_order_relaxed); }
+  // Makes this impl a view of `of` (of's own base when `of` is a view).
+  void mark_view(const TensorImpl& of);
 
   AutogradMetaInterface* autograd_meta() const { return autograd_meta_.get(); }
   void set_autograd_meta(std::unique_ptr<AutogradMetaInterface> meta) {
@@ -86,6 +101,8 @@ class TensorImpl : public RefCounted {
 
   Storage storage_;
   std::unique_ptr<AutogradMetaInterface> autograd_meta_;
+  IntrusivePtr<TensorImpl> view_base_;
+  mutable std::atomic<uint32_t> view_version_{0};
   DimVector sizes_;
   DimVector strides_;
   int64_t storage_offset_ = 0;

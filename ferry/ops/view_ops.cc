@@ -25,6 +25,19 @@ Tensor slice_kernel(const Tensor& self, int64_t dim, std::optional<int64_t> star
 }
 Tensor squeeze_all_kernel(const Tensor& self) { return native::squeeze(self); }
 
+// A backend's view kernel: Fn's view, marked a view of self's base (Note [In-place on views] in
+// ferry/autograd/variable.cc), whether or not anything requires grad.
+template <auto Fn>
+struct MarkedView;
+template <typename... Args, Tensor (*Fn)(const Tensor&, Args...)>
+struct MarkedView<Fn> {
+  static Tensor call(const Tensor& self, Args... args) {
+    Tensor out = Fn(self, args...);
+    out.impl()->mark_view(*self.impl());
+    return out;
+  }
+};
+
 // The view operators' backwards: zeros of the input's shape with the gradient written where the
 // view's elements were.
 Tensor slice_backward_kernel(const Tensor& grad, IntArrayRef input_sizes, int64_t dim,
@@ -96,17 +109,17 @@ FERRY_LIBRARY(ferry, m) {
   m.def("unsqueeze(Tensor(a) self, int dim) -> Tensor(a)");
   m.def("squeeze(Tensor(a) self) -> Tensor(a)");
   m.def("squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)");
-  impl_backends(m, "alias", &native::alias, "native::alias");
-  impl_backends(m, "as_strided", &as_strided_kernel, "native::as_strided");
-  impl_backends(m, "view", &native::view, "native::view");
-  impl_backends(m, "permute", &native::permute, "native::permute");
-  impl_backends(m, "transpose.int", &native::transpose, "native::transpose");
-  impl_backends(m, "slice.Tensor", &slice_kernel, "native::slice");
-  impl_backends(m, "select.int", &native::select, "native::select");
-  impl_backends(m, "expand", &native::expand, "native::expand");
-  impl_backends(m, "unsqueeze", &native::unsqueeze, "native::unsqueeze");
-  impl_backends(m, "squeeze", &squeeze_all_kernel, "native::squeeze");
-  impl_backends(m, "squeeze.dim", &squeeze_dim_kernel, "native::squeeze");
+  impl_backends(m, "alias", &MarkedView<&native::alias>::call, "native::alias");
+  impl_backends(m, "as_strided", &MarkedView<&as_strided_kernel>::call, "native::as_strided");
+  impl_backends(m, "view", &MarkedView<&native::view>::call, "native::view");
+  impl_backends(m, "permute", &MarkedView<&native::permute>::call, "native::permute");
+  impl_backends(m, "transpose.int", &MarkedView<&native::transpose>::call, "native::transpose");
+  impl_backends(m, "slice.Tensor", &MarkedView<&slice_kernel>::call, "native::slice");
+  impl_backends(m, "select.int", &MarkedView<&native::select>::call, "native::select");
+  impl_backends(m, "expand", &MarkedView<&native::expand>::call, "native::expand");
+  impl_backends(m, "unsqueeze", &MarkedView<&native::unsqueeze>::call, "native::unsqueeze");
+  impl_backends(m, "squeeze", &MarkedView<&squeeze_all_kernel>::call, "native::squeeze");
+  impl_backends(m, "squeeze.dim", &MarkedView<&squeeze_dim_kernel>::call, "native::squeeze");
   m.def(
       "slice_backward(Tensor grad_output, int[] input_sizes, int dim, int start, int end, "
       "int step) -> Tensor");

@@ -18,9 +18,6 @@ const std::vector<KnownDifference>& known() {
        "ferry's threshold_backward takes only threshold 0 (relu's)"},
       {"threshold_backward/*", "", "only threshold 0",
        "ferry's threshold_backward takes only threshold 0 (relu's)"},
-      {"mul_slice_/*", "", "in-place operation on a view of a tensor that requires grad",
-       "in-place operations on views of tensors that require grad are not supported yet "
-       "(Note [In-place on views])"},
   };
   return list;
 }

@@ -1,5 +1,5 @@
-// Backward formulas of the view operators. A recorded view also remembers its base, so that an
-// in-place write through it is checked (Note [In-place on views] in variable.cc).
+// Backward formulas of the view operators. (Every view knows its base from its backend kernel,
+// recorded or not: Note [In-place on views] in variable.cc.)
 #include <algorithm>
 #include <vector>
 
@@ -16,10 +16,7 @@ template <typename View>
 Tensor record_view(const char* name, const Tensor& self, View view, FormulaNode::Formula formula) {
   Recorder rec(name, {&self});
   Tensor out = below_autograd(view);
-  if (rec) {
-    rec.record(out, std::move(formula));
-    mark_as_view(out, self);
-  }
+  if (rec) rec.record(out, std::move(formula));
   return out;
 }
 
