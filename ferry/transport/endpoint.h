@@ -171,7 +171,8 @@ class Endpoint {
   // Receives the next tensor `peer` sent under `tag`, into a new tensor with the sent sizes and
   // strides, on options' device (CPU by default; pinned if asked) and in options' dtype if given.
   Future<Tensor> recv(PeerId peer, uint64_t tag, TensorOptions options = {});
-  // Receives into `into`, whose dtype and sizes must equal the sent ones (any strides, device).
+  // Receives into `into`, whose dtype and sizes must equal the sent ones (any strides whose
+  // elements do not overlap, any device).
   Future<Tensor> recv(Tensor into, PeerId peer, uint64_t tag);
 
   const EndpointOptions& options() const;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ferry/device/guard.h"
+#include "ferry/iter/memory_overlap.h"
 #include "ferry/ops/factories.h"
 #include "ferry/transport/endpoint_state.h"
 
@@ -364,9 +365,12 @@ std::shared_ptr<Operation> start_recv(EndpointState& state, std::optional<Tensor
   if (into) {
     FERRY_CHECK_AS(TransportError, into->defined(), "transport: expected a tensor to receive ",
                    "into, got an undefined one");
-    FERRY_CHECK_AS(TransportError, into->is_non_overlapping_and_dense() || into->numel() <= 1,
-                   "transport: expected a destination whose elements do not overlap, got strides ",
-                   into->strides());
+    // Any strides whose elements do not overlap: a destination in another layout than the
+    // sent one takes the payload through a landing tensor and a copy (finish_recv).
+    FERRY_CHECK_AS(TransportError,
+                   into->numel() <= 1 || has_internal_overlap(*into) == MemOverlap::No,
+                   "transport: expected a destination whose elements do not overlap, got sizes ",
+                   into->sizes(), " and strides ", into->strides());
   }
   if (into && device.is_cpu() && into->is_non_overlapping_and_dense()) {
     const uint64_t bytes = static_cast<uint64_t>(into->numel()) * into->element_size();

@@ -230,6 +230,41 @@ TEST(TransportEndpoint, DeviceTensorsFollowTheirStreams) {
   }
 }
 
+// A destination in any non-overlapping layout: a column band of a larger tensor, a transposed
+// band on a device; the elements around it stay as they were. An overlapping one is refused.
+TEST(TransportEndpoint, ReceivesIntoStridedViewsAndRefusesOverlappingOnes) {
+  SCOPED_TRACE(ferry::testing::seed_trace());
+  Pair p = connect_pair();
+  Generator gen(ferry::testing::test_seed());
+  for (const Device device : {Device("cpu"), Device("sim:0")}) {
+    SCOPED_TRACE(device.str());
+    for (const int64_t rows : {4, 40000}) {  // inline, and a payload of its own
+      const Tensor sent = randn({rows, 5}, kFloat32, &gen);
+      const Tensor big = full({rows, 10}, Scalar(-7.0), TensorOptions(kFloat32).device(device));
+      auto done = p.client->send(sent, p.client_to_server, 5);
+      Tensor band = big.narrow(1, 3, 5);
+      EXPECT_FALSE(band.is_non_overlapping_and_dense());
+      p.server->recv(band, p.server_to_client, 5).wait();
+      done.wait();
+      const Tensor host = big.to(kCPU);
+      EXPECT_ALL_CLOSE(host.narrow(1, 3, 5), sent, 0.0, 0.0);
+      EXPECT_ALL_CLOSE(host.narrow(1, 0, 3), full({rows, 3}, Scalar(-7.0), kFloat32), 0.0, 0.0);
+      EXPECT_ALL_CLOSE(host.narrow(1, 8, 2), full({rows, 2}, Scalar(-7.0), kFloat32), 0.0, 0.0);
+      // Transposed and strided: [5, rows] from columns 3..7 of big, read back as a transpose.
+      auto again = p.client->send(sent.t(), p.client_to_server, 6);
+      Tensor across = big.narrow(1, 3, 5).t();
+      p.server->recv(across, p.server_to_client, 6).wait();
+      again.wait();
+      EXPECT_ALL_CLOSE(big.to(kCPU).narrow(1, 3, 5), sent, 0.0, 0.0);
+    }
+  }
+  Tensor overlapping = zeros({3}, kFloat32).unsqueeze(0).expand({4, 3});
+  EXPECT_THAT(ferry::testing::error_of<TransportError>(
+                  [&] { p.server->recv(overlapping, p.server_to_client, 5); }),
+              AllOf(HasSubstr("expected a destination whose elements do not overlap"),
+                    HasSubstr("strides [0, 1]")));
+}
+
 TEST(TransportEndpoint, ReceivesConvertToTheAskedDtypeAndLandInPinnedMemory) {
   Pair p = connect_pair();
   const Tensor sent = arange(1000, kFloat32);
@@ -555,6 +590,20 @@ TEST(TransportEndpoint, APeerThatGoesAwayFailsPendingOperationsNamingIt) {
   EXPECT_THAT(ferry::testing::error_of<TransportError>(
                   [&] { p.client->send(ones({1}), p.client_to_server, 0); }),
               HasSubstr("is not connected"));
+}
+
+// A send the peer never received (8 MiB: a rendezvous, which completes only when the receiver
+// takes it) fails like a receive when the peer goes away, naming it, within the bound.
+TEST(TransportEndpoint, APeerThatGoesAwayFailsAPendingSendNamingIt) {
+  Pair p = connect_pair(options_named("server"), options_named("client", 20s));
+  auto pending = p.client->send(zeros({int64_t{1} << 21}, kFloat32), p.client_to_server, 3);
+  EXPECT_FALSE(pending.ready());
+  const auto start = std::chrono::steady_clock::now();
+  p.server.reset();
+  const std::string error = ferry::testing::error_of<TransportError>([&] { pending.wait(); });
+  EXPECT_THAT(error, HasSubstr("peer server (127.0.0.1:"));
+  EXPECT_THAT(error, HasSubstr("is gone"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
 }
 
 }  // namespace
