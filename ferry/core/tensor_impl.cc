@@ -65,7 +65,14 @@ void TensorImpl::shallow_copy_from(const TensorImpl& other) {
 }
 
 void TensorImpl::set_storage(Storage storage) {
-  device_ = storage.defined() ? storage.device() : Device(DeviceType::CPU);
+  const int64_t needed =
+      checked_storage_nbytes(sizes_, strides_, storage_offset_, itemsize_, "set_storage");
+  const auto has = storage.defined() ? static_cast<int64_t>(storage.nbytes()) : 0;
+  FERRY_CHECK_AS(ShapeError, has >= needed, "set_storage: expected a storage of at least ", needed,
+                 " bytes for sizes ", IntArrayRef(sizes_), ", strides ", IntArrayRef(strides_),
+                 " and offset ", storage_offset_, ", but got ", has, " bytes");
+  device_ =
+      storage.defined() && !storage.device().is_cpu() ? storage.device() : Device(DeviceType::CPU);
   storage_ = std::move(storage);
 }
 

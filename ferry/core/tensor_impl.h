@@ -89,7 +89,9 @@ class TensorImpl : public RefCounted {
   // offset, dtype, device, lazy bits), keeping this impl's identity and autograd state: what
   // Tensor::set_data does, so that a module's parameter stays the same object when it moves.
   void shallow_copy_from(const TensorImpl& other);
-  // Replaces the storage (same dtype; the device follows the storage). Does not check bounds.
+  // Replaces the storage (same dtype and layout; the device follows the storage, as in the
+  // constructor). Raises ShapeError, changing nothing, when the storage is smaller than the
+  // bytes the sizes, strides and offset reach.
   void set_storage(Storage storage);
 
  protected:

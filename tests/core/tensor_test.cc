@@ -61,6 +61,29 @@ TEST(Tensor, SizesLiveInline) {
   EXPECT_EQ(t.sizes().vec(), (V{1, 1, 1, 1, 1, 2, 3}));
 }
 
+TEST(Tensor, SetStorageChecksTheBytesItsLayoutReaches) {
+  Tensor t = empty({2, 3}, kFloat32).slice(1, 1);  // [2, 2], strides [3, 1], offset 1
+  TensorImpl& impl = *t.impl();
+  const auto storage = [](size_t nbytes) {
+    return Storage(nbytes, cpu_allocator(), Device("cpu"));
+  };
+  // Reaches elements 1..5: (1 + 5) * 4 = 24 bytes.
+  try {
+    impl.set_storage(storage(20));
+    ADD_FAILURE() << "a 20-byte storage was taken";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected a storage of at least 24 bytes for sizes [2, "
+                                         "2], strides [3, 1] and offset 1, but got 20 bytes"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(impl.storage().nbytes(), 24u);  // unchanged: the slice's own storage
+  Storage fresh = storage(24);
+  impl.set_storage(fresh);
+  EXPECT_EQ(t.storage().data(), fresh.data());
+  EXPECT_EQ(t.device(), Device("cpu"));
+}
+
 TEST(Tensor, Contiguity) {
   EXPECT_TRUE(strided({2, 3}, {3, 1}).is_contiguous());
   EXPECT_FALSE(strided({2, 3}, {1, 2}).is_contiguous());

@@ -74,7 +74,7 @@ class DevicesCommandTest : public ::testing::Test {
     ToolRun run = run_ferry_tool(
         "devices",
         "env -u FERRY_SIM_DEVICES -u FERRY_SIM_MEMORY -u FERRY_SIM_PEER -u FERRY_SIM_BANDWIDTH "
-        "-u FERRY_SIM_LATENCY -u FERRY_SIM_CHAOS " +
+        "-u FERRY_SIM_LATENCY -u FERRY_SIM_CHAOS -u FERRY_SIM_COMPUTE " +
             env);
     return {run.status, std::move(run.out)};
   }
@@ -95,6 +95,20 @@ TEST_F(DevicesCommandTest, ListsEveryDeviceWithoutAGpu) {
   if (device_count(DeviceType::CUDA) == 0) {
     EXPECT_NE(out.find("cuda: 0 devices ("), std::string::npos) << out;
   }
+}
+
+// A compute model that skips the arithmetic says so in capitals; a timed one that computes does
+// not warn.
+TEST_F(DevicesCommandTest, ATimingOnlyComputeModelIsAnnouncedLoudly) {
+  auto [status, out] = devices("FERRY_SIM_COMPUTE=15T,timing-only");
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("WARNING: FERRY_SIM_COMPUTE is timing-only: sim kernels SKIP THEIR "
+                     "ARITHMETIC and their OUTPUTS ARE UNDEFINED"),
+            std::string::npos)
+      << out;
+  std::tie(status, out) = devices("FERRY_SIM_COMPUTE=15T");
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out.find("WARNING"), std::string::npos) << out;
 }
 
 // Whether `out` has a line whose whitespace-separated words are exactly `words`.
