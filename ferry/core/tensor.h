@@ -236,6 +236,14 @@ class Tensor {
   Tensor sigmoid() const;
   Tensor relu() const;
   Tensor& relu_();
+  // In place (floating tensors; pow_ also integers to integral powers).
+  Tensor& exp_();
+  Tensor& log_();
+  Tensor& sqrt_();
+  Tensor& rsqrt_();
+  Tensor& tanh_();
+  Tensor& sigmoid_();
+  Tensor& pow_(const Scalar& exponent);
   Tensor abs() const;
   // approximate: "none" (the exact erf form) or "tanh".
   Tensor gelu(std::string_view approximate = "none") const;

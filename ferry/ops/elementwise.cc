@@ -155,11 +155,20 @@ Tensor unary(K kind, const Tensor& a, bool float_result, const Scalar& scalar = 
   return run(ElementwiseOp{kind, 1, scalar, false, false}, Tensor(), {a}, compute, false);
 }
 
-Tensor& unary_inplace(K kind, Tensor& self) {
+Tensor& unary_inplace(K kind, Tensor& self, const Scalar& scalar = 0) {
   check_real(self.dtype(), elementwise_kind_name(kind));
-  run(ElementwiseOp{kind, 1, 0, false, false}, self, {self}, self.dtype(), false);
+  run(ElementwiseOp{kind, 1, scalar, false, false}, self, {self}, self.dtype(), false);
   self.impl()->bump_version();
   return self;
+}
+
+// An op whose result has dtype `result`, in place: self must hold it (PyTorch's cast rule: an
+// integer tensor cannot take a floating result).
+Tensor& unary_inplace_as(K kind, Tensor& self, ScalarType result, const char* op,
+                         const Scalar& scalar = 0) {
+  FERRY_CHECK_AS(DTypeError, result == self.dtype(), op, ": result type ", dtype_name(result),
+                 " can't be cast to the desired output type ", dtype_name(self.dtype()));
+  return unary_inplace(kind, self, scalar);
 }
 
 K gelu_kind(std::string_view approximate, const char* op) {
@@ -240,6 +249,31 @@ Tensor& div_scalar_inplace_kernel(Tensor& self, const Scalar& other) {
 }
 Tensor& neg_inplace_kernel(Tensor& self) { return unary_inplace(K::Neg, self); }
 Tensor& relu_inplace_kernel(Tensor& self) { return unary_inplace(K::Relu, self); }
+Tensor& exp_inplace_kernel(Tensor& self) {
+  return unary_inplace_as(K::Exp, self, to_floating(self.dtype()), "exp_");
+}
+Tensor& log_inplace_kernel(Tensor& self) {
+  return unary_inplace_as(K::Log, self, to_floating(self.dtype()), "log_");
+}
+Tensor& sqrt_inplace_kernel(Tensor& self) {
+  return unary_inplace_as(K::Sqrt, self, to_floating(self.dtype()), "sqrt_");
+}
+Tensor& rsqrt_inplace_kernel(Tensor& self) {
+  return unary_inplace_as(K::Rsqrt, self, to_floating(self.dtype()), "rsqrt_");
+}
+Tensor& tanh_inplace_kernel(Tensor& self) {
+  return unary_inplace_as(K::Tanh, self, to_floating(self.dtype()), "tanh_");
+}
+Tensor& sigmoid_inplace_kernel(Tensor& self) {
+  return unary_inplace_as(K::Sigmoid, self, to_floating(self.dtype()), "sigmoid_");
+}
+Tensor& pow_inplace_kernel(Tensor& self, const Scalar& exponent) {
+  if (is_integral(self.dtype(), true) && exponent.is_integral()) {
+    FERRY_CHECK(exponent.to<int64_t>() >= 0,
+                "pow_: Integers to negative integer powers are not allowed.");
+  }
+  return unary_inplace_as(K::Pow, self, result_type(self, exponent), "pow_", exponent);
+}
 
 Tensor neg_kernel(const Tensor& a) { return unary(K::Neg, a, false); }
 Tensor exp_kernel(const Tensor& a) { return unary(K::Exp, a, true); }
@@ -345,6 +379,10 @@ FERRY_LIBRARY(ferry, m) {
   m.def("div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)");
   m.def("neg_(Tensor(a!) self) -> Tensor(a!)");
   m.def("relu_(Tensor(a!) self) -> Tensor(a!)");
+  for (const char* name : {"exp_", "log_", "sqrt_", "rsqrt_", "tanh_", "sigmoid_"}) {
+    m.def(std::string(name) + "(Tensor(a!) self) -> Tensor(a!)");
+  }
+  m.def("pow_.Scalar(Tensor(a!) self, Scalar exponent) -> Tensor(a!)");
   for (const char* name :
        {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs", "sign"}) {
     m.def(std::string(name) + "(Tensor self) -> Tensor");
@@ -381,6 +419,13 @@ FERRY_LIBRARY(ferry, m) {
   impl_backends(m, "div_.Scalar", &div_scalar_inplace_kernel, "div_");
   impl_backends(m, "neg_", &neg_inplace_kernel, "neg_");
   impl_backends(m, "relu_", &relu_inplace_kernel, "relu_");
+  impl_backends(m, "exp_", &exp_inplace_kernel, "exp_");
+  impl_backends(m, "log_", &log_inplace_kernel, "log_");
+  impl_backends(m, "sqrt_", &sqrt_inplace_kernel, "sqrt_");
+  impl_backends(m, "rsqrt_", &rsqrt_inplace_kernel, "rsqrt_");
+  impl_backends(m, "tanh_", &tanh_inplace_kernel, "tanh_");
+  impl_backends(m, "sigmoid_", &sigmoid_inplace_kernel, "sigmoid_");
+  impl_backends(m, "pow_.Scalar", &pow_inplace_kernel, "pow_");
   impl_backends(m, "neg", &neg_kernel, "neg");
   impl_backends(m, "exp", &exp_kernel, "exp");
   impl_backends(m, "log", &log_kernel, "log");
@@ -517,6 +562,17 @@ Tensor& div_(Tensor& self, const Scalar& other) {
 }
 Tensor& neg_(Tensor& self) { return FERRY_OP("ferry::neg_", Tensor & (Tensor&)).call(self); }
 Tensor& relu_(Tensor& self) { return FERRY_OP("ferry::relu_", Tensor & (Tensor&)).call(self); }
+Tensor& exp_(Tensor& self) { return FERRY_OP("ferry::exp_", Tensor & (Tensor&)).call(self); }
+Tensor& log_(Tensor& self) { return FERRY_OP("ferry::log_", Tensor & (Tensor&)).call(self); }
+Tensor& sqrt_(Tensor& self) { return FERRY_OP("ferry::sqrt_", Tensor & (Tensor&)).call(self); }
+Tensor& rsqrt_(Tensor& self) { return FERRY_OP("ferry::rsqrt_", Tensor & (Tensor&)).call(self); }
+Tensor& tanh_(Tensor& self) { return FERRY_OP("ferry::tanh_", Tensor & (Tensor&)).call(self); }
+Tensor& sigmoid_(Tensor& self) {
+  return FERRY_OP("ferry::sigmoid_", Tensor & (Tensor&)).call(self);
+}
+Tensor& pow_(Tensor& self, const Scalar& exponent) {
+  return FERRY_OP("ferry::pow_.Scalar", IS).call(self, exponent);
+}
 
 Tensor threshold_backward(const Tensor& grad, const Tensor& result, const Scalar& threshold) {
   return FERRY_OP("ferry::threshold_backward", TTA).call(grad, result, threshold);
@@ -568,6 +624,13 @@ Tensor Tensor::tanh() const { return ferry::tanh(*this); }
 Tensor Tensor::sigmoid() const { return ferry::sigmoid(*this); }
 Tensor Tensor::relu() const { return ferry::relu(*this); }
 Tensor& Tensor::relu_() { return ferry::relu_(*this); }
+Tensor& Tensor::exp_() { return ferry::exp_(*this); }
+Tensor& Tensor::log_() { return ferry::log_(*this); }
+Tensor& Tensor::sqrt_() { return ferry::sqrt_(*this); }
+Tensor& Tensor::rsqrt_() { return ferry::rsqrt_(*this); }
+Tensor& Tensor::tanh_() { return ferry::tanh_(*this); }
+Tensor& Tensor::sigmoid_() { return ferry::sigmoid_(*this); }
+Tensor& Tensor::pow_(const Scalar& exponent) { return ferry::pow_(*this, exponent); }
 Tensor Tensor::abs() const { return ferry::abs(*this); }
 Tensor Tensor::gelu(std::string_view approximate) const { return ferry::gelu(*this, approximate); }
 Tensor Tensor::pow(const Scalar& exponent) const { return ferry::pow(*this, exponent); }

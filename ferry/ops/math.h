@@ -69,6 +69,13 @@ Tensor& div_(Tensor& self, const Tensor& other);
 Tensor& div_(Tensor& self, const Scalar& other);
 Tensor& neg_(Tensor& self);
 Tensor& relu_(Tensor& self);
+Tensor& exp_(Tensor& self);
+Tensor& log_(Tensor& self);
+Tensor& sqrt_(Tensor& self);
+Tensor& rsqrt_(Tensor& self);
+Tensor& tanh_(Tensor& self);
+Tensor& sigmoid_(Tensor& self);
+Tensor& pow_(Tensor& self, const Scalar& exponent);
 
 // Backward helpers (dispatched, so that they run on every device and are differentiable).
 // grad where result > 0, else 0 (relu's backward).

@@ -192,16 +192,28 @@ void bind_arithmetic(py::module_& m, py::class_<Tensor>& t) {
   t.def("sub_", sub_in_place).def("__isub__", sub_in_place);
   t.def("mul_", mul_in_place).def("__imul__", mul_in_place);
   t.def("div_", div_in_place).def("__itruediv__", div_in_place);
-  t.def("neg_", [](py::object self) {
+  // The unary in-place forms: the same object back, as in PyTorch.
+  const auto unary_in_place = [](Tensor& (*fn)(Tensor&)) {
+    return [fn](py::object self) {
+      Tensor s = self.cast<Tensor>();
+      py::gil_scoped_release release;
+      fn(s);
+      return self;
+    };
+  };
+  t.def("neg_", unary_in_place(&neg_));
+  t.def("relu_", unary_in_place(&relu_));
+  t.def("exp_", unary_in_place(&exp_));
+  t.def("log_", unary_in_place(&log_));
+  t.def("sqrt_", unary_in_place(&sqrt_));
+  t.def("rsqrt_", unary_in_place(&rsqrt_));
+  t.def("tanh_", unary_in_place(&tanh_));
+  t.def("sigmoid_", unary_in_place(&sigmoid_));
+  t.def("pow_", [](py::object self, py::handle exponent) {
     Tensor s = self.cast<Tensor>();
+    const Scalar e = scalar_from_python(exponent);
     py::gil_scoped_release release;
-    neg_(s);
-    return self;
-  });
-  t.def("relu_", [](py::object self) {
-    Tensor s = self.cast<Tensor>();
-    py::gil_scoped_release release;
-    relu_(s);
+    pow_(s, e);
     return self;
   });
 }

@@ -85,6 +85,17 @@ std::vector<OpCase> op_cases() {
          y.relu_();  // last: its backward needs its output as it wrote it
          return variable_list{y};
        }},
+      {"inplace_unary", 1, true,
+       [](const variable_list& in) {
+         const Tensor& x = in[0];
+         Tensor a = x * 1.0, b = x * 1.0, c = x * 1.0, d = x * 1.0, e = x * 1.0;
+         a.exp_();
+         b.sqrt_();
+         c.log_().pow_(3);  // neither saves its output: the chain is fine
+         d.tanh_();
+         e.sigmoid_();
+         return variable_list{a, b, c, d, e, (x * 1.0).rsqrt_()};
+       }},
       {"add", 2, false,
        [](const variable_list& in) { return variable_list{add(in[0], in[1], 0.5)}; }},
       {"sub", 2, false,

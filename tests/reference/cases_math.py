@@ -235,6 +235,24 @@ op("relu_", ("self",), lambda self: self.clone().relu_(),
     C("int64", [T(4, dtype=I64)])], unary_sampler("with_zeros"))
 
 
+def in_place(name):
+    return lambda self: getattr(self.clone(), name)()
+
+
+for name, fill in [("exp_", None), ("log_", "positive"), ("sqrt_", "positive"), ("rsqrt_", "positive"),
+                   ("tanh_", None), ("sigmoid_", None)]:
+    op(name, ("self",), in_place(name),
+       [C("f32", [T(3, 4, fill=fill)]), C("f64_sliced", [T(3, 4, dtype=F64, layout="sliced", fill=fill)]),
+        C("bf16_transposed", [T(3, 4, dtype=BF16, layout="transposed", fill=fill)]),
+        C("int64", [T(4, dtype=I64, fill=fill)], error=True)], unary_sampler(fill))
+
+op("pow_", ("self",), lambda self, exponent: self.clone().pow_(exponent),
+   [C("f32_sq", [T(3, 4)], exponent=2),
+    C("f64_frac_sliced", [T(3, 4, dtype=F64, layout="sliced", fill="positive")], exponent=1.5),
+    C("int64_sq", [T(4, dtype=I64)], exponent=2),
+    C("int64_frac", [T(4, dtype=I64, fill="positive")], exponent=0.5, error=True)])
+
+
 def mul_into_slice(self, other):
     base = self.clone()
     base[:, 1:].mul_(other)

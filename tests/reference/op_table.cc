@@ -237,6 +237,24 @@ std::map<std::string, OpEntry> make_table() {
     s.relu_();
     return out(s);
   });
+  const auto unary_in_place = [&](const char* name, const char* op, Tensor& (Tensor::*method)()) {
+    t[name] = fn(op, [method](const Call& c) {
+      Tensor s = c.t(0).clone();
+      (s.*method)();
+      return out(s);
+    });
+  };
+  unary_in_place("exp_", "ferry::exp_", &Tensor::exp_);
+  unary_in_place("log_", "ferry::log_", &Tensor::log_);
+  unary_in_place("sqrt_", "ferry::sqrt_", &Tensor::sqrt_);
+  unary_in_place("rsqrt_", "ferry::rsqrt_", &Tensor::rsqrt_);
+  unary_in_place("tanh_", "ferry::tanh_", &Tensor::tanh_);
+  unary_in_place("sigmoid_", "ferry::sigmoid_", &Tensor::sigmoid_);
+  t["pow_"] = fn("ferry::pow_.Scalar", [](const Call& c) {
+    Tensor s = c.t(0).clone();
+    s.pow_(c.scalar("exponent"));
+    return out(s);
+  });
   t["mul_slice_"] = fn("ferry::mul_.Tensor", [](const Call& c) {
     Tensor s = c.t(0).clone();
     s.slice(1, 1).mul_(c.t(1));

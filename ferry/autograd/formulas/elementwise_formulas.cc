@@ -362,6 +362,71 @@ Tensor& relu_inplace_autograd(Tensor& self) {
   return self;
 }
 
+// A unary op in place whose formula needs self's old values (`x`, kept in a copy) or the result
+// (`y`: self after the write, saved as this node's output).
+template <typename Forward, typename Formula>
+Tensor& unary_inplace_autograd(const char* name, const char* op, Tensor& self, bool save_input,
+                               bool save_result, Forward forward, Formula formula) {
+  check_inplace(self, op);
+  Recorder rec(name, {&self});
+  const Tensor original =
+      rec && save_input ? below_autograd([&] { return self.clone(); }) : Tensor();
+  below_autograd([&] { forward(self); });
+  if (rec) {
+    const size_t sx = save_input ? rec.save(original) : 0;
+    rec.record_inplace(self, nullptr);
+    const size_t sy = save_result ? rec.save_output(self) : 0;
+    rec.node().set_formula(
+        [sx, sy, save_input, save_result, formula](FormulaNode& n, Grads g) -> variable_list {
+          const Tensor x = save_input ? n.saved(sx) : Tensor();
+          const Tensor y = save_result ? n.saved(sy) : Tensor();
+          return {formula(g[0], x, y)};
+        });
+  }
+  return self;
+}
+
+Tensor& exp_inplace_autograd(Tensor& self) {
+  return unary_inplace_autograd(
+      "ExpBackward0", "exp_", self, false, true, [](Tensor& x) { exp_(x); },
+      [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y; });
+}
+Tensor& log_inplace_autograd(Tensor& self) {
+  return unary_inplace_autograd(
+      "LogBackward0", "log_", self, true, false, [](Tensor& x) { log_(x); },
+      [](const Tensor& g, const Tensor& x, const Tensor&) { return g / x; });
+}
+Tensor& sqrt_inplace_autograd(Tensor& self) {
+  return unary_inplace_autograd(
+      "SqrtBackward0", "sqrt_", self, false, true, [](Tensor& x) { sqrt_(x); },
+      [](const Tensor& g, const Tensor&, const Tensor& y) { return g / (y * 2); });
+}
+Tensor& rsqrt_inplace_autograd(Tensor& self) {
+  return unary_inplace_autograd(
+      "RsqrtBackward0", "rsqrt_", self, false, true, [](Tensor& x) { rsqrt_(x); },
+      [](const Tensor& g, const Tensor&, const Tensor& y) { return g * (y * y * y) * -0.5; });
+}
+Tensor& tanh_inplace_autograd(Tensor& self) {
+  return unary_inplace_autograd(
+      "TanhBackward0", "tanh_", self, false, true, [](Tensor& x) { tanh_(x); },
+      [](const Tensor& g, const Tensor&, const Tensor& y) { return tanh_backward(g, y); });
+}
+Tensor& sigmoid_inplace_autograd(Tensor& self) {
+  return unary_inplace_autograd(
+      "SigmoidBackward0", "sigmoid_", self, false, true, [](Tensor& x) { sigmoid_(x); },
+      [](const Tensor& g, const Tensor&, const Tensor& y) { return sigmoid_backward(g, y); });
+}
+Tensor& pow_inplace_autograd(Tensor& self, const Scalar& exponent) {
+  const double e = exponent.to<double>();
+  return unary_inplace_autograd(
+      "PowBackward0", "pow_", self, true, false, [&](Tensor& x) { pow_(x, exponent); },
+      [e](const Tensor& g, const Tensor& x, const Tensor&) {
+        if (e == 0.0) return zeros_like(g);
+        if (e == 1.0) return g;
+        return g * pow(x, e - 1.0) * e;
+      });
+}
+
 // ---- the backward helpers, for gradients of gradients ------------------------------------------
 
 Tensor threshold_backward_autograd(const Tensor& grad, const Tensor& result,
@@ -443,6 +508,13 @@ FERRY_LIBRARY(ferry, m) {
   impl_autograd(m, "div_.Scalar", &div_scalar_inplace_autograd, "DivBackward1");
   impl_autograd(m, "neg_", &neg_inplace_autograd, "NegBackward0");
   impl_autograd(m, "relu_", &relu_inplace_autograd, "ReluBackward0");
+  impl_autograd(m, "exp_", &exp_inplace_autograd, "ExpBackward0");
+  impl_autograd(m, "log_", &log_inplace_autograd, "LogBackward0");
+  impl_autograd(m, "sqrt_", &sqrt_inplace_autograd, "SqrtBackward0");
+  impl_autograd(m, "rsqrt_", &rsqrt_inplace_autograd, "RsqrtBackward0");
+  impl_autograd(m, "tanh_", &tanh_inplace_autograd, "TanhBackward0");
+  impl_autograd(m, "sigmoid_", &sigmoid_inplace_autograd, "SigmoidBackward0");
+  impl_autograd(m, "pow_.Scalar", &pow_inplace_autograd, "PowBackward0");
   impl_autograd(m, "threshold_backward", &threshold_backward_autograd,
                 "ThresholdBackwardBackward0");
   impl_autograd(m, "sigmoid_backward", &sigmoid_backward_autograd, "SigmoidBackwardBackward0");
