@@ -83,6 +83,18 @@ def test_unary_math_matches_torch(torch, rng, op):
     same(getattr(fx, op)(), getattr(tx, op)())
 
 
+@pytest.mark.parametrize("op", ["exp_", "log_", "sqrt_", "rsqrt_", "tanh_", "sigmoid_", "relu_",
+                                "neg_"])
+def test_unary_in_place_keeps_the_object_and_matches_torch(torch, rng, op):
+    x = rng.uniform(0.1, 4, (3, 7)).astype(np.float32)
+    fx, tx = both(torch, x)
+    alias = fx
+    assert getattr(fx, op)() is alias
+    same(fx, getattr(tx.clone(), op)())
+    assert fx.pow_(1.5) is alias
+    same(fx, getattr(tx.clone(), op)().pow_(1.5), atol=1e-5)
+
+
 def test_gelu_both_forms(torch, rng):
     fx, tx = both(torch, rng.standard_normal((5, 5)).astype(np.float32))
     same(ferry.gelu(fx), torch.nn.functional.gelu(tx))
