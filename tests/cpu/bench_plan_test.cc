@@ -55,7 +55,8 @@ const std::map<std::string, Expected>& expected() {
       {"transpose2d_f32_to_f16_4096", {K::Transpose, 16, 16}},
       // 3000 rows: the last 8 under AVX-512's tiles of 16 go by its half tiles.
       {"transpose2d_f32_3000", {K::Transpose, 16, 8, TransposeRoute::kFused, false, false, 8, 0}},
-      {"transpose2d_f32_to_bf16_3000", {K::Transpose, 16, 16}},
+      {"transpose2d_f32_to_bf16_3000",
+       {K::Transpose, 16, 16, TransposeRoute::kFused, false, false, 8, 8}},
       {"transpose2d_u8_4096", {K::Transpose, 16, 16}},
       {"transpose2d_f64_2896", {K::Transpose, 8, 4}},
       // 16-byte elements: 4 x 4 tiles of 512-bit rows, 2 x 2 of 256-bit ones (none on SSE4).

@@ -145,7 +145,8 @@ struct TransposeRect {
 // The register tile edge (in elements) of `op` on the current SIMD target; 0 if not vectorized.
 int transpose_tile(TransposeOp op);
 // The edge of `op`'s half tiles on the current SIMD target (half transpose_tile's, in vectors of
-// half the width): same-dtype ops whose half edge is at least 2; else 0.
+// half the width): copies of 1 to 8 bytes whose half edge is at least 2, and the float32 <->
+// bfloat16/half conversions whose half edge is at least 4; else 0.
 int transpose_half_tile(TransposeOp op);
 // The rows (along i) and columns (along j) of one streaming step: tiles grouped so that each dst
 // row gets a run of whole 64-byte lines (128 bytes or more) and each src row whole lines. 0 if

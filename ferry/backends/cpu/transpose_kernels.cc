@@ -143,13 +143,12 @@ struct CopyOp {
   static HWY_INLINE void Store(hn::Vec<D> v, Byte* p, bool stream) { Put(D(), v, p, stream); }
 };
 
-// float32 tiles read from or written as 16-bit floats; the transpose runs on the float32 lanes.
-using F32Tag = hn::CappedTag<float, kMaxTile>;
-using U16Tag = hn::Rebind<uint16_t, F32Tag>;
-
-template <bool kBFloat16>
+// float32 tiles read from or written as 16-bit floats; the transpose runs on the float32 lanes
+// (tiles of at most kEdge: half tiles, HalfOf).
+template <bool kBFloat16, size_t kEdge = kMaxTile>
 struct FromF32Op {
-  using D = F32Tag;
+  using D = hn::CappedTag<float, kEdge>;
+  using U16 = hn::Rebind<uint16_t, D>;
   static constexpr size_t kSrcSize = 4;
   static constexpr size_t kDstSize = 2;
   static HWY_INLINE hn::Vec<D> Load(const Byte* p) {
@@ -157,20 +156,21 @@ struct FromF32Op {
   }
   static HWY_INLINE void Store(hn::Vec<D> v, Byte* p, bool stream) {
     if constexpr (kBFloat16) {
-      Put(U16Tag(), F32ToBF16(D(), v), p, stream);
+      Put(U16(), F32ToBF16(D(), v), p, stream);
     } else {
-      Put(U16Tag(), F32ToF16(D(), v), p, stream);
+      Put(U16(), F32ToF16(D(), v), p, stream);
     }
   }
 };
 
-template <bool kBFloat16>
+template <bool kBFloat16, size_t kEdge = kMaxTile>
 struct ToF32Op {
-  using D = F32Tag;
+  using D = hn::CappedTag<float, kEdge>;
+  using U16 = hn::Rebind<uint16_t, D>;
   static constexpr size_t kSrcSize = 2;
   static constexpr size_t kDstSize = 4;
   static HWY_INLINE hn::Vec<D> Load(const Byte* p) {
-    const auto h = hn::LoadU(U16Tag(), reinterpret_cast<const uint16_t*>(p));
+    const auto h = hn::LoadU(U16(), reinterpret_cast<const uint16_t*>(p));
     if constexpr (kBFloat16) {
       return BF16ToF32(D(), h);
     } else {
@@ -866,21 +866,27 @@ HWY_INLINE R VisitOp(TransposeOp op, R fallback, Fn&& fn) {
   return fallback;
 }
 
-// Calls fn.template operator()<Op>() with the half-tile op of a same-dtype `op` (Note [half
-// tiles] in copy_planner.cc): the op's elements in vectors of half its tile's edge, which the
-// generic tile transposes like any other; returns fallback where there is none.
+// Calls fn.template operator()<Op>() with the half-tile op of `op` (Note [half tiles] in
+// copy_planner.cc): the op's elements in vectors of half its tile's edge, which the generic tile
+// transposes like any other; returns fallback where there is none (16-byte elements; edges
+// under 2, or under 4 for the conversions).
 template <class R, class Fn>
 HWY_INLINE R VisitHalfOp(TransposeOp op, R fallback, Fn&& fn) {
-  if (op != TransposeOp::kCopy1 && op != TransposeOp::kCopy2 && op != TransposeOp::kCopy4 &&
-      op != TransposeOp::kCopy8) {
-    return fallback;
-  }
+  const bool bf16 = op == TransposeOp::kF32ToBF16 || op == TransposeOp::kBF16ToF32;
   return VisitOp<R>(op, fallback, [&]<class Full>() -> R {
     constexpr int64_t kHalf = TileEdgeOf<Full>() / 2;
-    if constexpr (kHalf < 2 || Full::kSrcSize != Full::kDstSize || Full::kSrcSize > 8) {
-      return fallback;
+    constexpr auto kEdge = static_cast<size_t>(kHalf);
+    constexpr size_t kSrc = Full::kSrcSize, kDst = Full::kDstSize;
+    if constexpr (kSrc == kDst && kSrc <= 8 && kHalf >= 2) {
+      return fn.template operator()<CopyOp<kSrc, kEdge>>();
+    } else if constexpr (kSrc == 4 && kDst == 2 && kHalf >= 4) {
+      return bf16 ? fn.template operator()<FromF32Op<true, kEdge>>()
+                  : fn.template operator()<FromF32Op<false, kEdge>>();
+    } else if constexpr (kSrc == 2 && kDst == 4 && kHalf >= 4) {
+      return bf16 ? fn.template operator()<ToF32Op<true, kEdge>>()
+                  : fn.template operator()<ToF32Op<false, kEdge>>();
     } else {
-      return fn.template operator()<CopyOp<Full::kSrcSize, static_cast<size_t>(kHalf)>>();
+      return fallback;
     }
   });
 }
