@@ -218,6 +218,12 @@ struct Function {
         continue;
       }
       if (ctx.dirty_.count(out.impl()) > 0) {
+        // Note [In-place on views]: CopySlices takes the node's first input as the view written.
+        FERRY_CHECK_AS(
+            NotImplementedError,
+            !view_base_of(out).defined() || (!inputs.empty() && inputs[0].impl() == out.impl()),
+            "mark_dirty: an input that is a view and was modified in place must be "
+            "forward's first input");
         rebase_history(out, node);
         continue;
       }

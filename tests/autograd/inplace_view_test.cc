@@ -108,6 +108,48 @@ TEST(InplaceOnViews, ViewsMadeBeforeAWriteFollowTheBasesNewValues) {
   EXPECT_TRUE(u.requires_grad());
 }
 
+// A custom function that doubles its input in place and says so (mark_dirty).
+struct DoubleInPlace : autograd::Function<DoubleInPlace> {
+  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& x) {
+    Tensor y = x;
+    y.mul_(2);
+    ctx->mark_dirty({y});
+    return y;
+  }
+  static variable_list backward(autograd::AutogradContext*, variable_list g) { return {g[0] * 2}; }
+};
+
+// Applied to a plain tensor and to a view, it rewrites the history as a built-in in-place
+// operator does; a view that is not forward's first input is refused, not mis-wired.
+TEST(InplaceOnViews, ACustomFunctionThatMarksItsInputDirtyRewritesTheHistory) {
+  Generator gen(testing::test_seed());
+  SCOPED_TRACE(testing::seed_trace());
+  expect_gradcheck(
+      [](const variable_list& in) {
+        Tensor b = in[0] * 1.5;
+        Tensor whole = DoubleInPlace::apply(b);
+        Tensor c = in[0] * 1.0;
+        DoubleInPlace::apply(c.select(1, 2));
+        return variable_list{whole.exp(), c * c};
+      },
+      {random_leaf(gen, {3, 4})});
+  struct DirtySecond : autograd::Function<DirtySecond> {
+    static Tensor forward(autograd::AutogradContext* ctx, const Tensor& a, const Tensor& x) {
+      Tensor y = x;
+      y.add_(a);
+      ctx->mark_dirty({y});
+      return y;
+    }
+    static variable_list backward(autograd::AutogradContext*, variable_list g) {
+      return {g[0], g[0]};
+    }
+  };
+  Tensor a = random_leaf(gen, {4});
+  Tensor base = zeros({3, 4}, kFloat64);
+  EXPECT_THAT(error_of<NotImplementedError>([&] { DirtySecond::apply(a, base.select(0, 1)); }),
+              HasSubstr("must be forward's first input"));
+}
+
 TEST(InplaceOnViews, WritesWithoutGradRecordNothing) {
   Tensor x = zeros({2, 3}, kFloat64);
   x.select(0, 1).add_(ones({3}, kFloat64));
