@@ -534,10 +534,12 @@ TEST_F(CopyRun, LineStagedTransposesMatchTheOracle) {
 TEST_F(CopyRun, HalfTilesMatchTheOracle) {
   SCOPED_TRACE(ferry::testing::seed_trace());
   auto rng = ferry::testing::test_rng();
-  // dst, src: the copies of every width, and the conversions the tiles fuse.
+  // dst, src: the copies of every width, the conversions the tiles fuse, and conversions
+  // through the buffer (converted first).
   const ScalarType pairs[][2] = {
       {kUInt8, kUInt8},      {kBFloat16, kBFloat16}, {kFloat32, kFloat32}, {kFloat64, kFloat64},
-      {kBFloat16, kFloat32}, {kFloat32, kBFloat16},  {kFloat16, kFloat32}, {kFloat32, kFloat16}};
+      {kBFloat16, kFloat32}, {kFloat32, kBFloat16},  {kFloat16, kFloat32}, {kFloat32, kFloat16},
+      {kFloat32, kInt32},    {kFloat64, kFloat32},   {kFloat32, kUInt8}};
   constexpr int kTrials = 2 * static_cast<int>(std::size(pairs));
   for (const std::string& target : simd_targets()) {
     set_simd_target(target);
@@ -548,7 +550,11 @@ TEST_F(CopyRun, HalfTilesMatchTheOracle) {
       const bool shared = trial >= kTrials / 2;
       const auto de = static_cast<int64_t>(element_size(dst_t));
       const auto se = static_cast<int64_t>(element_size(src_t));
-      const int64_t half = kernels::transpose_half_tile(kernels::transpose_op(dst_t, src_t));
+      CopyProblem route_of;
+      route_of.dst_dtype = dst_t;
+      route_of.src_dtype = src_t;
+      const int64_t half =
+          kernels::transpose_half_tile(transpose_tile_op(route_of, transpose_route(route_of)));
       // Odd multiples of the edge, at least the planner's shortest transpose side (8).
       const int64_t edge = half > 0 ? half : 8;
       const int64_t odd = (8 / edge) | 1;

@@ -476,7 +476,8 @@ struct Transpose {
   TransposeRoute route = TransposeRoute::kFused;
   TransposeOp op = TransposeOp::kNone;  // the route's tile op (transpose_tile_op)
   int64_t tile = 0;
-  int64_t half_tile = 0;  // Note [half tiles] in copy_planner.cc; 0: none
+  int64_t half_tile = 0;     // Note [half tiles] in copy_planner.cc; 0: none
+  bool buffer_half = false;  // routes through the buffer: `tile` is the half tiles' edge
   bool stream = false;
   bool panel = false;       // streaming tiles go by panels (dst rows off their lines)
   bool short_rows = false;  // whole src rows per block, at most kShortRowBytes apart
@@ -510,15 +511,22 @@ struct Transpose {
 
   void block(char* dst, const char* src, int64_t bi, int64_t bj, const Ahead& ahead,
              const Repeat& rep = Repeat{1, 0, 0}) const {
-    if (rep.count > 1 && route != TransposeRoute::kFused) {
+    const int64_t bi_t = tile > 0 ? bi / tile * tile : 0;
+    const int64_t bj_t = tile > 0 ? bj / tile * tile : 0;
+    // Converted first, repeated blocks whose src rows continue one another (permute(3, 0, 5, 1,
+    // 4, 2) of int32 to float32: rows of 8 elements, each block's next 8 the next block's) are
+    // converted a whole row of all the blocks per call, and moved by one repeated tile call.
+    const bool convert_repeats =
+        rep.count > 1 && route == TransposeRoute::kConvertFirst && !stream && bi_t > 0 &&
+        bj_t > 0 && rep.src == bj * src_size &&
+        bi_t * rep.count * bj * dst_size <= static_cast<int64_t>(kBufferBytes);
+    if (rep.count > 1 && route != TransposeRoute::kFused && !convert_repeats) {
       for (int64_t r = 0; r < rep.count; ++r) {
         block(dst + r * rep.dst, src + r * rep.src, bi, bj, ahead);
       }
       return;
     }
     alignas(64) char buffer[kBufferBytes];
-    const int64_t bi_t = tile > 0 ? bi / tile * tile : 0;
-    const int64_t bj_t = tile > 0 ? bj / tile * tile : 0;
     int64_t done_i = bi_t;  // rows [0, done_i) x cols [0, done_j) come from the tiles
     int64_t done_j = bj_t;
     if (route == TransposeRoute::kFused) {
@@ -551,6 +559,18 @@ struct Transpose {
           done_j = bj_h;
         }
       }
+    } else if (convert_repeats) {
+      const int64_t width = rep.count * bj;  // elements per buffer row
+      for (int64_t i = 0; i < bi_t; ++i) {
+        kernels::convert_contiguous(p.dst_dtype, p.src_dtype, buffer + i * width * dst_size,
+                                    src + i * src_i, width, flags);
+      }
+      kernels::TransposeRect rect{buffer, dst, bi_t, bj_t, width * dst_size, dst_j, op, false};
+      rect.repeat = rep.count;
+      rect.src_repeat_stride = bj * dst_size;
+      rect.dst_repeat_stride = rep.dst;
+      rect.half = buffer_half;
+      kernels::transpose_tiles(rect);
     } else if (route == TransposeRoute::kConvertFirst) {
       // src's rows converted into the buffer in dst's dtype, conj/neg applied there, as many
       // whole tile columns at a time as it holds; then moved to dst by the tiles.
@@ -569,8 +589,10 @@ struct Transpose {
           kernels::convert_contiguous(p.dst_dtype, p.src_dtype, buffer + i * m * dst_size, row, m,
                                       flags);
         }
-        kernels::transpose_tiles(
-            {buffer, dst + j0 * dst_j, bi_t, m, m * dst_size, dst_j, op, stream, false, panel});
+        kernels::TransposeRect rect{buffer, dst + j0 * dst_j, bi_t,  m,    m * dst_size, dst_j,
+                                    op,     stream,           false, panel};
+        rect.half = buffer_half;
+        kernels::transpose_tiles(rect);
       }
     } else {
       // Transpose src elements into the buffer (dst's layout, src's dtype), then convert rows.
@@ -582,7 +604,9 @@ struct Transpose {
                                src + j * src_size, src_i, bi, {});
         }
       } else if (bi_t > 0 && bj_t > 0) {
-        kernels::transpose_tiles({src, buffer, bi_t, bj_t, src_i, bi_t * src_size, op, false});
+        kernels::TransposeRect rect{src, buffer, bi_t, bj_t, src_i, bi_t * src_size, op, false};
+        rect.half = buffer_half;
+        kernels::transpose_tiles(rect);
       }
       if (done_i > 0) {
         for (int64_t j = 0; j < done_j; ++j) {
@@ -761,10 +785,14 @@ Transpose make_transpose(const CopyProblem& p, const CopyPlan& plan, ConjNeg fla
   const bool strips_fit = dst_rows_on_lines(p) && stream_rows > 0 &&
                           t.block_rows % stream_rows == 0 && t.block_rows * t.dst_size % 64 == 0;
   t.panel = tiles_store_to_dst(t.route) && t.stream && (plan.panel || !strips_fit);
-  // Note [half tiles]: as planned, where this problem's tiles have them.
-  t.half_tile = plan.half_tile > 0 && t.route == TransposeRoute::kFused
-                    ? kernels::transpose_half_tile(t.op)
-                    : 0;
+  // Note [half tiles]: as planned, where this problem's tiles have them. The routes through the
+  // buffer take them for every tile, and only with ordinary stores.
+  t.half_tile = plan.half_tile > 0 ? kernels::transpose_half_tile(t.op) : 0;
+  if (t.half_tile > 0 && t.route != TransposeRoute::kFused) {
+    t.buffer_half = !t.stream;
+    if (t.buffer_half) t.tile = t.half_tile;
+    t.half_tile = 0;
+  }
   // The buffer holds a tile column of a block in dst's dtype (converted first), or a whole block
   // (converted after).
   const int64_t buffered = t.route == TransposeRoute::kFused ? 0
