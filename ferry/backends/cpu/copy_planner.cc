@@ -181,14 +181,15 @@ TransposeStaging transpose_staging(const CopyProblem& p, int k) {
 // way, 13.9 ms. Copies, and the float32 <-> bfloat16/half conversions the tiles fuse, have tiles
 // of half the edge in vectors of half the width (transpose_half_tile): they take the rows the
 // whole tiles leave, over the whole tiles' columns, or the whole block when its columns are
-// under a whole tile, with ordinary stores. The conversions that go through a buffer (int32
-// -> float32 converted first, into the buffer, then moved by the tiles of float32) use half
-// tiles for the whole buffer when they stream nothing, and repeated small blocks whose src rows
-// continue one another are converted a whole row of all of them per call (Transpose::block):
-// int32 -> float32 there went from 13.7-21.2 ms (the edge loop) through 8.4-8.5 (half tiles,
-// a conversion call per row of 8) to 3.1 ms at one thread, against PyTorch's 5.8. They stay for those parts only: in a 4096 x 24
+// under a whole tile, with ordinary stores. They stay for those parts only: in a 4096 x 24
 // transpose of bytes (24 columns) they took 0.079 ms against the edge loop's 0.022 for the
 // columns, and half tiles of bytes for a whole 504 x 504 block 0.017 ms against 0.014.
+// The conversions that go through a buffer (int32 -> float32 converted first, into the buffer,
+// then moved by the tiles of float32) use half tiles for the whole buffer when they stream
+// nothing, and repeated small blocks whose src rows continue one another are converted a whole
+// row of all of them per call (Transpose::block): int32 -> float32 there went from 13.7-21.2 ms
+// (the edge loop) through 8.4-8.5 (half tiles, a conversion call per row of 8) to 3.1 ms at
+// one thread, against PyTorch's 5.8.
 int64_t transpose_half_tile_for(const CopyProblem& p, int k) {
   const TransposeRoute route = transpose_route(p);
   if (route == TransposeRoute::kStrided) return 0;
