@@ -126,6 +126,20 @@ Tensor rdiv_autograd(const Tensor& a, const Scalar& b) {
 
 // ---- unary ----------------------------------------------------------------------------------
 
+// Sets formula(g, x, y) as rec's formula, x and y unpacked from the saved slots given (else
+// undefined).
+template <typename Formula>
+void set_unary_formula(Recorder& rec, const size_t* sx, const size_t* sy, Formula formula) {
+  const bool save_input = sx != nullptr, save_result = sy != nullptr;
+  const size_t ix = save_input ? *sx : 0, iy = save_result ? *sy : 0;
+  rec.node().set_formula(
+      [ix, iy, save_input, save_result, formula](FormulaNode& n, Grads g) -> variable_list {
+        const Tensor x = save_input ? n.saved(ix) : Tensor();
+        const Tensor y = save_result ? n.saved(iy) : Tensor();
+        return {formula(g[0], x, y)};
+      });
+}
+
 // A unary op whose formula needs the input (`x`) or the result (`y`).
 template <typename Forward, typename Formula>
 Tensor unary_autograd(const char* name, const Tensor& a, bool save_input, bool save_result,
@@ -137,12 +151,7 @@ Tensor unary_autograd(const char* name, const Tensor& a, bool save_input, bool s
     // The node must be the output's grad_fn before the output is saved.
     rec.record(out, nullptr);
     const size_t sy = save_result ? rec.save_output(out) : 0;
-    rec.node().set_formula(
-        [sx, sy, save_input, save_result, formula](FormulaNode& n, Grads g) -> variable_list {
-          const Tensor x = save_input ? n.saved(sx) : Tensor();
-          const Tensor y = save_result ? n.saved(sy) : Tensor();
-          return {formula(g[0], x, y)};
-        });
+    set_unary_formula(rec, save_input ? &sx : nullptr, save_result ? &sy : nullptr, formula);
   }
   return out;
 }
@@ -376,12 +385,7 @@ Tensor& unary_inplace_autograd(const char* name, const char* op, Tensor& self, b
     const size_t sx = save_input ? rec.save(original) : 0;
     rec.record_inplace(self, nullptr);
     const size_t sy = save_result ? rec.save_output(self) : 0;
-    rec.node().set_formula(
-        [sx, sy, save_input, save_result, formula](FormulaNode& n, Grads g) -> variable_list {
-          const Tensor x = save_input ? n.saved(sx) : Tensor();
-          const Tensor y = save_result ? n.saved(sy) : Tensor();
-          return {formula(g[0], x, y)};
-        });
+    set_unary_formula(rec, save_input ? &sx : nullptr, save_result ? &sy : nullptr, formula);
   }
   return self;
 }
